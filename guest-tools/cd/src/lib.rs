@@ -1,0 +1,48 @@
+//! `cd`: changes the agent's working directory through a context change,
+//! so later calls resolve relative paths against it. It runs exclusively
+//! (not concurrency-safe): calls queued after it see the new directory.
+
+use airlock_sdk::{
+    Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool, io_error,
+};
+use serde::Deserialize;
+
+/// Input of `cd`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CdInput {
+    /// The new working directory: absolute, or relative to the current one.
+    path: String,
+}
+
+struct Cd;
+
+impl Tool for Cd {
+    type Input = CdInput;
+
+    fn describe() -> Describe {
+        Describe::new("cd", "Changes the working directory.")
+            .title("Change directory")
+            .prompt(
+                "Changes the working directory to `path` (absolute, or relative to the current \
+                 working directory). Relative paths given to later tool calls resolve against \
+                 it. The directory must exist inside the workspace.",
+            )
+            .flags(Flags::READ_ONLY | Flags::IDEMPOTENT)
+            .workspace(Access::Read)
+    }
+
+    fn call(input: CdInput, cx: &Context) -> Result<Output, ToolError> {
+        let dir = cx.resolve(&input.path)?;
+        let shown = dir.display().to_string();
+        let meta = std::fs::metadata(&dir).map_err(|e| io_error(&e, &shown))?;
+        if !meta.is_dir() {
+            return Err(ToolError::InvalidInput(format!(
+                "{shown} is not a directory"
+            )));
+        }
+        Ok(Output::text(format!("The working directory is now {shown}.")).set_cwd(shown))
+    }
+}
+
+export_tool!(Cd);

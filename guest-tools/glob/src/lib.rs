@@ -1,0 +1,122 @@
+//! `glob`: finds files whose path matches a glob pattern (`**/*.rs`,
+//! `src/{a,b}/*.ts`), newest first, at most 100. Like Claude Code's Glob it
+//! does not apply `.gitignore`; it skips `.git` directories.
+
+use airlock_sdk::{
+    Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool, io_error,
+};
+use globset::GlobBuilder;
+use serde::Deserialize;
+use std::time::SystemTime;
+
+const MAX_RESULTS: usize = 100;
+
+/// Input of `glob`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GlobInput {
+    /// The pattern, relative to `path`: `*` stays within a directory, `**`
+    /// crosses directories, `{a,b}` is either.
+    pattern: String,
+    /// The directory to search (default: the working directory).
+    path: Option<String>,
+}
+
+struct Glob;
+
+impl Tool for Glob {
+    type Input = GlobInput;
+
+    fn describe() -> Describe {
+        Describe::new("glob", "Finds files by path pattern, newest first.")
+            .title("Find files")
+            .prompt(
+                "Finds files whose path, relative to `path` (default: the working directory), \
+                 matches `pattern`: `*` matches within one directory, `**` across directories, \
+                 `?` one character, `{a,b}` either. For example `**/*.rs` or `src/**/*.{ts,tsx}`. \
+                 Returns absolute paths, most recently modified first, at most 100. Files \
+                 ignored by .gitignore are included; .git directories are not.",
+            )
+            .flags(
+                Flags::READ_ONLY
+                    | Flags::CONCURRENCY_SAFE
+                    | Flags::IDEMPOTENT
+                    | Flags::SEARCH_OR_READ,
+            )
+            .workspace(Access::Read)
+    }
+
+    fn validate(input: &GlobInput, _cx: &Context) -> Result<(), String> {
+        matcher(&input.pattern).map(drop)
+    }
+
+    fn call(input: GlobInput, cx: &Context) -> Result<Output, ToolError> {
+        let root = cx.resolve(input.path.as_deref().unwrap_or("."))?;
+        let shown_root = root.display().to_string();
+        let meta = std::fs::metadata(&root).map_err(|e| io_error(&e, &shown_root))?;
+        if !meta.is_dir() {
+            return Err(ToolError::InvalidInput(format!(
+                "{shown_root} is not a directory"
+            )));
+        }
+        let glob = matcher(&input.pattern).map_err(ToolError::InvalidInput)?;
+        let walker = ignore::WalkBuilder::new(&root)
+            .standard_filters(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build();
+        let mut found: Vec<(SystemTime, String)> = Vec::new();
+        for entry in walker {
+            if cx.cancelled() {
+                return Err(ToolError::Cancelled("the search was cancelled".into()));
+            }
+            let Ok(entry) = entry else { continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(&root) else {
+                continue;
+            };
+            if glob.is_match(rel) {
+                let modified = entry
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                found.push((modified, entry.path().display().to_string()));
+            }
+        }
+        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let total = found.len();
+        let truncated = total > MAX_RESULTS;
+        let files: Vec<String> = found
+            .into_iter()
+            .take(MAX_RESULTS)
+            .map(|(_, p)| p)
+            .collect();
+        let mut text = if files.is_empty() {
+            "No files found".to_string()
+        } else {
+            files.join("\n")
+        };
+        if truncated {
+            text.push_str(&format!(
+                "\n(Showing the {MAX_RESULTS} newest of {total} files. Use a more specific path or pattern.)"
+            ));
+        }
+        Ok(Output::text(text).structured(&serde_json::json!({
+            "filenames": files,
+            "num_files": total,
+            "truncated": truncated,
+        })))
+    }
+}
+
+fn matcher(pattern: &str) -> Result<globset::GlobMatcher, String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| format!("the pattern is not a valid glob: {e}"))
+}
+
+export_tool!(Glob);

@@ -1,0 +1,130 @@
+// Builds guest crates to `wasm32-wasip2` from a build script: the pattern of
+// wasmtime's test-programs artifacts. Shared by `host/build.rs` (the bundled
+// first-party tools) and `tests/build.rs` (the test guests) through
+// `include!`, so both build into one nested target directory.
+//
+// The nested `cargo` runs with its own target directory (the outer cargo
+// holds the lock on the normal one), the guest profile from the workspace
+// manifest, and the outer build's flags removed; every source file listed in
+// the artifacts' dep-info is reported with `rerun-if-changed`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A guest crate built to a component.
+pub struct Guest {
+    /// The package name, e.g. `airlock-tool-read`.
+    pub package: String,
+    /// The built component.
+    pub wasm: PathBuf,
+}
+
+/// The guest crates under `dir`: every subdirectory with a `Cargo.toml`.
+pub fn guest_crates(dir: &Path) -> Vec<PathBuf> {
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.join("Cargo.toml").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Builds `crates` (in the workspace at `workspace`) with the `guest` profile.
+pub fn build_guests(workspace: &Path, crates: &[PathBuf]) -> Vec<Guest> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    ensure_wasm_target(&rustc);
+    let target_dir = nested_target_dir();
+    let packages: Vec<String> = crates.iter().map(|dir| package_name(dir)).collect();
+
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace)
+        .args(["build", "--profile", "guest", "--target", "wasm32-wasip2"])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .env("RUSTC", &rustc)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CARGO_PRIMARY_PACKAGE");
+    for package in &packages {
+        cmd.args(["--package", package]);
+    }
+    let output = cmd.output().expect("failed to run cargo for the guest crates");
+    if !output.status.success() {
+        panic!(
+            "building the guest crates failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    let artifacts = target_dir.join("wasm32-wasip2").join("guest");
+    let mut guests = Vec::new();
+    for package in packages {
+        let stem = package.replace('-', "_");
+        let wasm = artifacts.join(format!("{stem}.wasm"));
+        assert!(wasm.is_file(), "{} was not built", wasm.display());
+        rerun_if_sources_change(&artifacts.join(format!("{stem}.d")), workspace);
+        guests.push(Guest { package, wasm });
+    }
+    println!("cargo:rerun-if-changed={}", workspace.join("Cargo.lock").display());
+    println!("cargo:rerun-if-changed={}", workspace.join("Cargo.toml").display());
+    guests
+}
+
+fn ensure_wasm_target(rustc: &str) {
+    let libdir = Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", "wasm32-wasip2"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    if !libdir.is_some_and(|dir| dir.is_dir()) {
+        panic!(
+            "\n\nThe wasm32-wasip2 target is not installed, and Airlock's tools are built for it.\n\
+             Install it with:\n\n    rustup target add wasm32-wasip2\n\n"
+        );
+    }
+}
+
+/// `<outer target dir>/guests`: found as the ancestor of `OUT_DIR` that holds
+/// cargo's `CACHEDIR.TAG`, so every build script shares one nested build.
+fn nested_target_dir() -> PathBuf {
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
+    out_dir
+        .ancestors()
+        .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+        .map(|target| target.join("guests"))
+        .unwrap_or_else(|| out_dir.join("guests"))
+}
+
+fn package_name(dir: &Path) -> String {
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml"))
+        .unwrap_or_else(|e| panic!("cannot read {}/Cargo.toml: {e}", dir.display()));
+    manifest
+        .lines()
+        .skip_while(|line| line.trim() != "[package]")
+        .find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == "name").then(|| value.trim().trim_matches('"').to_string())
+        })
+        .unwrap_or_else(|| panic!("{}/Cargo.toml has no package name", dir.display()))
+}
+
+fn rerun_if_sources_change(dep_info: &Path, workspace: &Path) {
+    let Ok(text) = std::fs::read_to_string(dep_info) else {
+        return;
+    };
+    for line in text.lines() {
+        let Some((_, deps)) = line.split_once(": ") else {
+            continue;
+        };
+        for dep in deps.split_whitespace() {
+            if Path::new(dep).starts_with(workspace) {
+                println!("cargo:rerun-if-changed={dep}");
+            }
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The `airlock` command line: a thin front end over [`crate::Airlock`].
+//!
+//! It turns flags into a [`Config`], loads the host, and prints. It owns no
+//! policy: every grant and limit it applies is one a configuration file
+//! could set too.
+//!
+//! Exit codes: 0 success; 1 the call failed; 2 bad command line; 3 bad
+//! configuration; 4 no such tool, or the tool is unavailable.
+
+mod demo;
+mod render;
+
+use crate::Airlock;
+use crate::config::{Config, MountConfig, ToolConfig};
+use crate::descriptor::WorkspaceAccess;
+use crate::pipeline::{CallControl, ToolUse};
+use crate::tool::{CancellationToken, ProgressSink};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code: the call failed.
+pub const EXIT_CALL_FAILED: u8 = 1;
+/// Exit code: the configuration is unusable.
+pub const EXIT_CONFIG: u8 = 3;
+/// Exit code: no such tool, or it is unavailable.
+pub const EXIT_NO_TOOL: u8 = 4;
+
+/// A WebAssembly-sandboxed tool host for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version, about, long_about = None)]
+pub struct Cli {
+    /// The configuration file (default: $AIRLOCK_CONFIG, else ~/.config/airlock/airlock.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Also load the *.wasm tools in DIR (repeatable).
+    #[arg(long = "tools", global = true, value_name = "DIR")]
+    tool_dirs: Vec<PathBuf>,
+    /// Do not offer the tools built into this binary.
+    #[arg(long, global = true)]
+    no_bundled: bool,
+    /// Grant DIR as the workspace (read-write, unless --read-only).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Grant the workspace read-only.
+    #[arg(long, global = true)]
+    read_only: bool,
+    /// Let tools that ask for it reach HOST over HTTP (`name`, `*.name`, `name:port`; repeatable).
+    #[arg(long = "allow-host", global = true, value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Let tools that ask for it read the environment variable NAME (repeatable).
+    #[arg(long = "allow-env", global = true, value_name = "NAME")]
+    allow_env: Vec<String>,
+    /// Grant DIR read-only to tools that ask for file access (repeatable).
+    #[arg(long = "mount", global = true, value_name = "DIR")]
+    mounts: Vec<PathBuf>,
+    /// Grant DIR read-write to tools that ask for it (repeatable).
+    #[arg(long = "mount-rw", global = true, value_name = "DIR")]
+    mounts_rw: Vec<PathBuf>,
+    /// The time limit of a call, in milliseconds.
+    #[arg(long, global = true, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// Log more (-v info, -vv debug); logs go to stderr.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lists the tools, their flags and what they ask for.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows one tool in full: prompt, schema, flags, grants.
+    Describe {
+        /// The tool's name or alias.
+        tool: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Calls a tool once, with INPUT as its JSON input ('-' reads it from stdin).
+    Call {
+        /// The tool's name or alias.
+        tool: String,
+        /// The input, a JSON object.
+        input: String,
+        /// Print the whole result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs a scripted tour of the bundled tools over a temporary copy of a sample workspace.
+    Demo,
+}
+
+/// Runs the command line; the binary's `main`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("airlock: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    if let Command::Demo = cli.command {
+        return demo::run().await;
+    }
+    let config = match config_from(&cli) {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("airlock: {message}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let airlock = match Airlock::new(config).await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("airlock: {e:#}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match cli.command {
+        Command::List { json } => {
+            render::list(&airlock, json);
+            ExitCode::SUCCESS
+        }
+        Command::Describe { tool, json } => match airlock.registry().get(&tool) {
+            Some(entry) => {
+                render::describe(entry, json);
+                ExitCode::SUCCESS
+            }
+            None => no_such_tool(&airlock, &tool),
+        },
+        Command::Call { tool, input, json } => call(&airlock, &tool, &input, json).await,
+        Command::Demo => unreachable!("handled above"),
+    }
+}
+
+/// The configuration: the file, then the flags on top.
+fn config_from(cli: &Cli) -> Result<Config, String> {
+    let mut config = match &cli.config {
+        Some(path) => Config::from_file(path),
+        None => Config::discover(),
+    }
+    .map_err(|e| e.to_string())?;
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let absolute = |p: &PathBuf| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            cwd.join(p)
+        }
+    };
+    if !cli.tool_dirs.is_empty() {
+        let mut dirs = config.effective_tool_dirs();
+        dirs.extend(cli.tool_dirs.iter().map(absolute));
+        config.tool_dirs = Some(dirs);
+    }
+    if cli.no_bundled {
+        config.bundled_tools = false;
+    }
+    if let Some(ws) = &cli.workspace {
+        config.workspace = Some(absolute(ws));
+    }
+    if cli.read_only {
+        config.workspace_access = WorkspaceAccess::Read;
+    }
+    if let Some(ms) = cli.timeout_ms {
+        config.limits.timeout_ms = ms;
+    }
+    let all: &mut ToolConfig = config.tools.entry("*".into()).or_default();
+    all.network.extend(cli.allow_hosts.iter().cloned());
+    all.env.extend(cli.allow_env.iter().cloned());
+    for (dirs, access) in [
+        (&cli.mounts, WorkspaceAccess::Read),
+        (&cli.mounts_rw, WorkspaceAccess::ReadWrite),
+    ] {
+        all.mounts.extend(dirs.iter().map(|d| MountConfig {
+            host: absolute(d),
+            path: None,
+            access,
+        }));
+    }
+    Ok(config)
+}
+
+fn no_such_tool(airlock: &Airlock, name: &str) -> ExitCode {
+    let failure = airlock
+        .registry()
+        .failures()
+        .iter()
+        .find(|f| f.tool.as_deref() == Some(name));
+    match failure {
+        Some(f) => eprintln!("airlock: {name} is unavailable: {}", f.error),
+        None => {
+            let known: Vec<_> = airlock
+                .registry()
+                .entries()
+                .iter()
+                .map(|e| e.descriptor().name.clone())
+                .collect();
+            eprintln!(
+                "airlock: no tool is named {name:?}; the tools are: {}",
+                known.join(", ")
+            );
+        }
+    }
+    ExitCode::from(EXIT_NO_TOOL)
+}
+
+async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCode {
+    if airlock.registry().get(tool).is_none() {
+        return no_such_tool(airlock, tool);
+    }
+    let text = if input == "-" {
+        let mut buf = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf) {
+            eprintln!("airlock: cannot read the input from stdin: {e}");
+            return ExitCode::from(2);
+        }
+        buf
+    } else {
+        input.to_string()
+    };
+    let bounds = crate::json::JsonBounds {
+        max_bytes: airlock.grants().limits().input_bytes,
+        max_depth: airlock.grants().limits().json_depth,
+    };
+    let input = match crate::json::parse(&text, bounds) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("airlock: the input is not usable JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let (progress, mut events) = ProgressSink::channel(64);
+    let printer = tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            eprintln!("{}", render::progress_line(&event));
+        }
+    });
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    let interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("airlock: interrupted; cancelling the call");
+            on_interrupt.cancel();
+        }
+    });
+    let mut cx = airlock.context();
+    let result = airlock
+        .call_with(
+            &mut cx,
+            ToolUse::new("cli-1", tool, input),
+            CallControl { progress, cancel },
+        )
+        .await;
+    interrupt.abort();
+    let _ = printer.await;
+
+    if json {
+        println!("{}", render::result_json(&result));
+    } else {
+        render::result(&result);
+    }
+    if result.is_error() {
+        ExitCode::from(EXIT_CALL_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,357 @@
+//! `airlock.toml`: where tools come from, what each may touch, and the
+//! limits every call runs under. Parsing only: paths are resolved and
+//! checked by [`crate::grants`], limits applied by [`crate::engine`].
+//!
+//! Every key has a safe default: no workspace, no network, no environment,
+//! a 60 s time limit and 256 MiB of memory per call. Unknown keys are
+//! errors, so a typo cannot silently leave a limit at its default.
+//!
+//! ```
+//! let config = airlock_host::Config::from_toml(r#"
+//!     workspace = "/tmp"
+//!     [limits]
+//!     timeout_ms = 5000
+//!     [tools.fetch]
+//!     network = ["example.com"]
+//! "#, None).unwrap();
+//! assert_eq!(config.limits.timeout_ms, 5000);
+//! assert_eq!(config.tools["fetch"].network, ["example.com"]);
+//! ```
+
+use crate::descriptor::WorkspaceAccess;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Directories to load `*.wasm` tools from, in order. Defaults to the
+    /// user's tool directory ([`default_tool_dir`]) when it exists.
+    #[serde(default)]
+    pub tool_dirs: Option<Vec<PathBuf>>,
+    /// Whether to offer the first-party tools built into this binary.
+    #[serde(default = "yes")]
+    pub bundled_tools: bool,
+    /// The agent's workspace: mounted at the same path inside the sandbox.
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    /// The most access any tool gets to the workspace.
+    #[serde(default = "read_write")]
+    pub workspace_access: WorkspaceAccess,
+    /// Limits on every call.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Grants per tool name; `"*"` applies to every tool.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolConfig>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn read_write() -> WorkspaceAccess {
+    WorkspaceAccess::ReadWrite
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tool_dirs: None,
+            bundled_tools: true,
+            workspace: None,
+            workspace_access: WorkspaceAccess::ReadWrite,
+            limits: Limits::default(),
+            tools: BTreeMap::new(),
+        }
+    }
+}
+
+/// What the operator grants one tool (or every tool, under `"*"`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// Turns the tool off (a runtime gate) when `false`.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// The most access this tool gets to the workspace.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceAccess>,
+    /// Host patterns it may reach over HTTP (`example.com`, `*.example.com`, `*`).
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Environment variables it may read (their values come from Airlock's
+    /// own environment, or from the agent's context when a tool set them).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Directories besides the workspace.
+    #[serde(default)]
+    pub mounts: Vec<MountConfig>,
+    /// Overrides `limits.timeout_ms` for this tool.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Overrides `limits.memory_mib` for this tool.
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+}
+
+/// A directory besides the workspace.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountConfig {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the tool sees it (absolute); defaults to the host path.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// `read` (the default) or `read-write`.
+    #[serde(default = "read")]
+    pub access: WorkspaceAccess,
+}
+
+fn read() -> WorkspaceAccess {
+    WorkspaceAccess::Read
+}
+
+/// Limits on every call, and on loading tools.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Wall-clock time a call may take.
+    pub timeout_ms: u64,
+    /// Wall-clock time `classify`, `validate` and `check-permissions` may take.
+    pub preflight_timeout_ms: u64,
+    /// Linear memory a call may use, across all its memories.
+    pub memory_mib: u64,
+    /// Elements a table may grow to.
+    pub table_elements: u32,
+    /// Core instances a call may create.
+    pub instances: u32,
+    /// Tables a call may create.
+    pub tables: u32,
+    /// Linear memories a call may create.
+    pub memories: u32,
+    /// Bytes of stdout kept; writing more ends the call (`output_limit`).
+    pub stdout_bytes: usize,
+    /// Bytes of stderr kept; writing more ends the call (`output_limit`).
+    pub stderr_bytes: usize,
+    /// The wasm stack, in KiB.
+    pub wasm_stack_kib: usize,
+    /// Bytes of JSON input a call accepts.
+    pub input_bytes: usize,
+    /// Bytes of JSON a tool may return in one value.
+    pub output_bytes: usize,
+    /// The deepest JSON nesting accepted either way.
+    pub json_depth: usize,
+    /// The largest component file loaded.
+    pub component_bytes: u64,
+    /// How often the epoch ticks, in ms: the granularity of time limits
+    /// and of cancellation.
+    pub epoch_tick_ms: u64,
+    /// Resource handles (files, streams, ...) a call may hold at once.
+    pub resource_handles: usize,
+    /// Random bytes a guest may ask for in one call to `wasi:random`.
+    pub random_bytes: u64,
+    /// Bytes a guest may pass to the host in one host call ("hostcall fuel").
+    pub hostcall_bytes: usize,
+    /// Connect and first-byte timeout of an outgoing HTTP request.
+    pub http_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_ms: 60_000,
+            preflight_timeout_ms: 5_000,
+            memory_mib: 256,
+            table_elements: 100_000,
+            instances: 32,
+            tables: 32,
+            memories: 8,
+            stdout_bytes: 1 << 20,
+            stderr_bytes: 256 << 10,
+            wasm_stack_kib: 512,
+            input_bytes: 1 << 20,
+            output_bytes: 16 << 20,
+            json_depth: 64,
+            component_bytes: 64 << 20,
+            epoch_tick_ms: 10,
+            resource_handles: 4096,
+            random_bytes: 1 << 20,
+            hostcall_bytes: 16 << 20,
+            http_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// A configuration file that could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    /// The file.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl Config {
+    /// Parses TOML; relative paths resolve against `base` (the file's
+    /// directory), or the current directory when `None`.
+    pub fn from_toml(text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError {
+            path: base.map_or("<config>".into(), |b| b.display().to_string()),
+            message: e.to_string(),
+        })?;
+        let base = match base {
+            Some(b) => b.to_path_buf(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let fix = |p: &mut PathBuf| *p = resolve_path(p, &base);
+        if let Some(dirs) = &mut config.tool_dirs {
+            dirs.iter_mut().for_each(fix);
+        }
+        if let Some(ws) = &mut config.workspace {
+            fix(ws);
+        }
+        for tool in config.tools.values_mut() {
+            for mount in &mut tool.mounts {
+                fix(&mut mount.host);
+            }
+        }
+        Ok(config)
+    }
+
+    /// Reads a configuration file.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Config::from_toml(&text, path.parent()).map_err(|mut e| {
+            e.path = path.display().to_string();
+            e
+        })
+    }
+
+    /// The configuration Airlock uses when none is named: `$AIRLOCK_CONFIG`,
+    /// else `airlock.toml` in the user's config directory
+    /// (`$XDG_CONFIG_HOME/airlock`, or `~/.config/airlock`), else defaults.
+    /// A project directory's own `airlock.toml` is never read implicitly: a
+    /// cloned repository must not grant itself capabilities.
+    pub fn discover() -> Result<Config, ConfigError> {
+        if let Some(path) = std::env::var_os("AIRLOCK_CONFIG") {
+            return Config::from_file(Path::new(&path));
+        }
+        match user_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("airlock/airlock.toml")) {
+            Some(path) if path.is_file() => Config::from_file(&path),
+            _ => Ok(Config::default()),
+        }
+    }
+
+    /// The tool directories in effect: the configured ones, or the user's
+    /// tool directory when none are configured and it exists.
+    pub fn effective_tool_dirs(&self) -> Vec<PathBuf> {
+        match &self.tool_dirs {
+            Some(dirs) => dirs.clone(),
+            None => default_tool_dir()
+                .filter(|d| d.is_dir())
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// The grants of `tool`: the `"*"` entry merged with its own (lists
+    /// concatenate; the tool's own settings win).
+    pub fn tool_config(&self, tool: &str) -> ToolConfig {
+        let mut merged = self.tools.get("*").cloned().unwrap_or_default();
+        if let Some(own) = self.tools.get(tool) {
+            merged.enabled = own.enabled.or(merged.enabled);
+            merged.workspace = own.workspace.or(merged.workspace);
+            merged.network.extend(own.network.iter().cloned());
+            merged.env.extend(own.env.iter().cloned());
+            merged.mounts.extend(own.mounts.iter().cloned());
+            merged.timeout_ms = own.timeout_ms.or(merged.timeout_ms);
+            merged.memory_mib = own.memory_mib.or(merged.memory_mib);
+        }
+        merged
+    }
+}
+
+/// The user's tool directory, where `just build-guests` installs tools:
+/// `$XDG_DATA_HOME/airlock/tools`, or `~/.local/share/airlock/tools`.
+pub fn default_tool_dir() -> Option<PathBuf> {
+    user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/tools"))
+}
+
+fn user_dir(xdg_var: &str, fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(xdg_var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
+}
+
+/// Expands a leading `~/` and makes `path` absolute against `base`.
+fn resolve_path(path: &Path, base: &Path) -> PathBuf {
+    if let Ok(rest) = path.strip_prefix("~")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    base.join(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_safe() {
+        let c = Config::from_toml("", None).unwrap();
+        assert!(c.workspace.is_none());
+        assert!(c.tools.is_empty());
+        assert!(c.bundled_tools);
+        assert_eq!(c.limits, Limits::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let err = Config::from_toml("[limits]\ntimeout = 5", None).unwrap_err();
+        assert!(err.message.contains("unknown field `timeout`"), "{err}");
+        let err = Config::from_toml("[tools.x]\nnetwrok = []", None).unwrap_err();
+        assert!(err.message.contains("netwrok"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let c = Config::from_toml(
+            "workspace = \"ws\"\ntool_dirs = [\"t\", \"/abs\"]\n[[tools.x.mounts]]\nhost = \"data\"",
+            Some(Path::new("/etc/airlock")),
+        )
+        .unwrap();
+        assert_eq!(c.workspace.unwrap(), PathBuf::from("/etc/airlock/ws"));
+        assert_eq!(
+            c.tool_dirs.unwrap(),
+            [PathBuf::from("/etc/airlock/t"), PathBuf::from("/abs")]
+        );
+        assert_eq!(
+            c.tools["x"].mounts[0].host,
+            PathBuf::from("/etc/airlock/data")
+        );
+        assert_eq!(c.tools["x"].mounts[0].access, WorkspaceAccess::Read);
+    }
+
+    #[test]
+    fn wildcard_grants_merge_with_a_tools_own() {
+        let c = Config::from_toml(
+            "[tools.\"*\"]\nnetwork = [\"a.com\"]\ntimeout_ms = 1\n[tools.x]\nnetwork = [\"b.com\"]\ntimeout_ms = 2",
+            None,
+        )
+        .unwrap();
+        let x = c.tool_config("x");
+        assert_eq!(x.network, ["a.com", "b.com"]);
+        assert_eq!(x.timeout_ms, Some(2));
+        assert_eq!(c.tool_config("y").network, ["a.com"]);
+    }
+}

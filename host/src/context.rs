@@ -1,0 +1,343 @@
+//! [`ToolContext`]: the agent's world as tools see it (the seed's
+//! ToolUseContext): the working directory, environment, each tool's own
+//! state, and the read-file-state cache, plus the rules for applying the
+//! context changes a call returns.
+//!
+//! Invariants: the cwd is always a directory some grant reaches (a change
+//! to anything else is refused); a recorded file read carries the host's
+//! own stamp, taken through the call's directory handles; only exclusive
+//! calls change the cwd, env or state, while any call may record a read
+//! (a fact, which commutes with other facts).
+
+use crate::descriptor::is_env_name;
+use crate::grants::{CallGrants, FileStamp, Grants, normalize_guest};
+use crate::tool::{CallContext, ContextChange, ReadFiles};
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+/// How many file reads the cache remembers.
+pub const READ_FILE_CACHE: usize = 1000;
+const MAX_ENV_VARS: usize = 256;
+const MAX_ENV_VALUE: usize = 32 << 10;
+const MAX_STATE_KEYS: usize = 256;
+const MAX_STATE_KEY: usize = 256;
+const MAX_STATE_VALUE: usize = 64 << 10;
+
+/// The agent's context.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    cwd: String,
+    env: BTreeMap<String, String>,
+    state: BTreeMap<String, BTreeMap<String, String>>,
+    read_files: ReadFiles,
+    agent_id: Option<String>,
+}
+
+impl ToolContext {
+    /// A fresh context: the cwd is the workspace (or `/` without one).
+    pub fn new(grants: &Grants) -> Self {
+        let cwd = grants
+            .workspace()
+            .map_or_else(|| "/".to_string(), |w| w.guest.clone());
+        ToolContext {
+            cwd,
+            env: BTreeMap::new(),
+            state: BTreeMap::new(),
+            read_files: Arc::new(Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(READ_FILE_CACHE).expect("the cache size is not zero"),
+            ))),
+            agent_id: None,
+        }
+    }
+
+    /// The working directory.
+    pub fn cwd(&self) -> &str {
+        &self.cwd
+    }
+
+    /// The environment tools have set.
+    pub fn env(&self) -> &BTreeMap<String, String> {
+        &self.env
+    }
+
+    /// The state `tool` has set.
+    pub fn state_of(&self, tool: &str) -> Option<&BTreeMap<String, String>> {
+        self.state.get(tool)
+    }
+
+    /// The calling agent's id, for a sub-agent's context.
+    pub fn agent_id(&self) -> Option<&str> {
+        self.agent_id.as_deref()
+    }
+
+    /// Sets the agent id (for a sub-agent's context).
+    pub fn set_agent_id(&mut self, id: Option<String>) {
+        self.agent_id = id;
+    }
+
+    /// The read-file-state cache.
+    pub fn read_files(&self) -> &ReadFiles {
+        &self.read_files
+    }
+
+    /// When the agent last read `path`, as the host stamped it.
+    pub fn file_stamp(&self, path: &str) -> Option<FileStamp> {
+        let path = normalize_guest(path)?;
+        self.read_files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .peek(&path)
+            .copied()
+    }
+
+    /// What a call of `tool` knows about the agent.
+    pub fn call_context(&self, tool: &str) -> CallContext {
+        CallContext {
+            cwd: self.cwd.clone(),
+            agent_id: self.agent_id.clone(),
+            state: self
+                .state
+                .get(tool)
+                .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Applies the changes a call of `tool` returned, checking each against
+    /// what that call could reach (`grants`). Changes other than recorded
+    /// reads apply only when the call ran `exclusive`ly. Returns a sentence
+    /// for each change that was refused or dropped (also logged).
+    pub fn apply(
+        &mut self,
+        tool: &str,
+        changes: &[ContextChange],
+        grants: &CallGrants,
+        exclusive: bool,
+    ) -> Vec<String> {
+        let mut refused = Vec::new();
+        for change in changes {
+            if let Err(why) = self.apply_one(tool, change, grants, exclusive) {
+                tracing::warn!(tool, "context change refused: {why}");
+                refused.push(why);
+            }
+        }
+        refused
+    }
+
+    fn apply_one(
+        &mut self,
+        tool: &str,
+        change: &ContextChange,
+        grants: &CallGrants,
+        exclusive: bool,
+    ) -> Result<(), String> {
+        if let ContextChange::RecordFileRead { path } = change {
+            let path = self
+                .absolute(path)
+                .ok_or_else(|| format!("{path:?} is not a path"))?;
+            let stamp = grants.stamp(&path).ok_or_else(|| {
+                format!("{path} is not a file this call could reach; its read was not recorded")
+            })?;
+            self.read_files
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .put(path, stamp);
+            return Ok(());
+        }
+        if !exclusive {
+            return Err(format!(
+                "{change:?} came from a call that ran concurrently with others, and only exclusive calls may change the context"
+            ));
+        }
+        match change {
+            ContextChange::SetCwd { path } => {
+                let dir = self
+                    .absolute(path)
+                    .ok_or_else(|| format!("{path:?} is not a path"))?;
+                if !grants.is_dir(&dir) {
+                    return Err(format!(
+                        "{dir} is not a directory the agent can reach; the cwd stays {}",
+                        self.cwd
+                    ));
+                }
+                self.cwd = dir;
+            }
+            ContextChange::SetEnv { name, value } => {
+                if !is_env_name(name) {
+                    return Err(format!("{name:?} is not an environment variable name"));
+                }
+                if value.len() > MAX_ENV_VALUE {
+                    return Err(format!(
+                        "the value of {name} is longer than {MAX_ENV_VALUE} bytes"
+                    ));
+                }
+                if !self.env.contains_key(name) && self.env.len() >= MAX_ENV_VARS {
+                    return Err(format!(
+                        "the context already holds {MAX_ENV_VARS} variables"
+                    ));
+                }
+                self.env.insert(name.clone(), value.clone());
+            }
+            ContextChange::UnsetEnv { name } => {
+                self.env.remove(name);
+            }
+            ContextChange::SetState { key, value } => {
+                if key.is_empty() || key.len() > MAX_STATE_KEY {
+                    return Err(format!("state keys are 1 to {MAX_STATE_KEY} bytes"));
+                }
+                if value.len() > MAX_STATE_VALUE {
+                    return Err(format!(
+                        "the state value of {key:?} is longer than {MAX_STATE_VALUE} bytes"
+                    ));
+                }
+                let own = self.state.entry(tool.to_string()).or_default();
+                if !own.contains_key(key) && own.len() >= MAX_STATE_KEYS {
+                    return Err(format!("{tool} already holds {MAX_STATE_KEYS} state keys"));
+                }
+                own.insert(key.clone(), value.clone());
+            }
+            ContextChange::RecordFileRead { .. } => unreachable!("handled above"),
+        }
+        Ok(())
+    }
+
+    /// `path` made absolute against the cwd and normalised.
+    fn absolute(&self, path: &str) -> Option<String> {
+        if path.starts_with('/') {
+            normalize_guest(path)
+        } else {
+            normalize_guest(&format!("{}/{path}", self.cwd))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::descriptor::SafetyFlags;
+    use std::time::Duration;
+
+    fn setup() -> (tempfile::TempDir, Grants, CallGrants) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        std::fs::write(tmp.path().join("sub/f.txt"), "abc").unwrap();
+        let config = Config {
+            workspace: Some(tmp.path().to_path_buf()),
+            ..Config::default()
+        };
+        let grants = Grants::from_config(&config).unwrap();
+        let mut d = crate::descriptor::Descriptor {
+            name: "t".into(),
+            aliases: vec![],
+            title: "t".into(),
+            description: "t".into(),
+            prompt: "t".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            flags: SafetyFlags::empty(),
+            interrupt: crate::descriptor::InterruptBehavior::Cancel,
+            defer_loading: false,
+            max_result_size: 1,
+            capabilities: Default::default(),
+            version: "1".into(),
+        };
+        d.capabilities.workspace = crate::descriptor::WorkspaceAccess::Read;
+        let call =
+            grants
+                .for_tool("t")
+                .unwrap()
+                .for_call(&d, SafetyFlags::empty(), &BTreeMap::new());
+        assert_eq!(call.timeout, Duration::from_secs(60));
+        (tmp, grants, call)
+    }
+
+    #[test]
+    fn applies_checked_changes() {
+        let (_tmp, grants, call) = setup();
+        let mut cx = ToolContext::new(&grants);
+        let root = cx.cwd().to_string();
+        let refused = cx.apply(
+            "t",
+            &[
+                ContextChange::SetCwd { path: "sub".into() },
+                ContextChange::RecordFileRead {
+                    path: "f.txt".into(),
+                },
+                ContextChange::SetEnv {
+                    name: "A".into(),
+                    value: "1".into(),
+                },
+                ContextChange::SetState {
+                    key: "k".into(),
+                    value: "v".into(),
+                },
+            ],
+            &call,
+            true,
+        );
+        assert!(refused.is_empty(), "{refused:?}");
+        assert_eq!(cx.cwd(), format!("{root}/sub"));
+        assert_eq!(cx.file_stamp(&format!("{root}/sub/f.txt")).unwrap().size, 3);
+        assert_eq!(cx.env()["A"], "1");
+        assert_eq!(
+            cx.call_context("t").state,
+            [("k".to_string(), "v".to_string())]
+        );
+        assert!(
+            cx.call_context("other").state.is_empty(),
+            "state is per tool"
+        );
+    }
+
+    #[test]
+    fn refuses_what_the_call_could_not_reach() {
+        let (_tmp, grants, call) = setup();
+        let mut cx = ToolContext::new(&grants);
+        let root = cx.cwd().to_string();
+        let refused = cx.apply(
+            "t",
+            &[
+                ContextChange::SetCwd {
+                    path: "/etc".into(),
+                },
+                ContextChange::SetCwd {
+                    path: "sub/f.txt".into(),
+                },
+                ContextChange::RecordFileRead {
+                    path: "/etc/passwd".into(),
+                },
+                ContextChange::SetEnv {
+                    name: "1X".into(),
+                    value: "v".into(),
+                },
+            ],
+            &call,
+            true,
+        );
+        assert_eq!(refused.len(), 4, "{refused:?}");
+        assert_eq!(cx.cwd(), root);
+        assert!(cx.file_stamp("/etc/passwd").is_none());
+    }
+
+    #[test]
+    fn concurrent_calls_only_record_reads() {
+        let (_tmp, grants, call) = setup();
+        let mut cx = ToolContext::new(&grants);
+        let refused = cx.apply(
+            "t",
+            &[
+                ContextChange::SetCwd { path: "sub".into() },
+                ContextChange::RecordFileRead {
+                    path: "sub/f.txt".into(),
+                },
+            ],
+            &call,
+            false,
+        );
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].contains("exclusive"));
+        assert!(cx.file_stamp(&format!("{}/sub/f.txt", cx.cwd())).is_some());
+    }
+}

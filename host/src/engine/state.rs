@@ -1,0 +1,227 @@
+//! [`HostState`]: the data of one store (one phase of one tool use): its
+//! WASI context built from the call's grants, its resource table, network
+//! hooks, resource limiter, captured stdout and stderr, and the per-call
+//! services behind the `airlock:tool/host` imports.
+//!
+//! Every host import here is cheap and bounded: progress is dropped when
+//! the receiver lags, logs stop after a budget, text is sanitised and capped.
+
+use super::bindings::airlock::tool::{host, types};
+use super::net::NetHooks;
+use super::pipe::CappedPipe;
+use crate::config::Limits;
+use crate::grants::normalize_guest;
+use crate::sanitize::{self, Sink};
+use crate::tool::{ProgressEvent, ProgressSink, ReadFiles};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// How many log lines one call may write before the rest are dropped.
+const LOG_BUDGET: u32 = 1000;
+
+/// Why the epoch callback stopped a guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The call's deadline passed.
+    Deadline,
+    /// The call was cancelled.
+    Cancelled,
+}
+
+/// The per-call services behind the host imports.
+pub(crate) struct CallIo {
+    pub(crate) tool: Arc<str>,
+    pub(crate) tool_use_id: String,
+    pub(crate) progress: ProgressSink,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) read_files: Option<ReadFiles>,
+    logs_left: u32,
+}
+
+impl CallIo {
+    pub(crate) fn new(
+        tool: Arc<str>,
+        tool_use_id: String,
+        progress: ProgressSink,
+        cancel: CancellationToken,
+        read_files: Option<ReadFiles>,
+    ) -> Self {
+        CallIo {
+            tool,
+            tool_use_id,
+            progress,
+            cancel,
+            read_files,
+            logs_left: LOG_BUDGET,
+        }
+    }
+}
+
+/// The data of one store.
+pub(crate) struct HostState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) http: WasiHttpCtx,
+    pub(crate) net: NetHooks,
+    pub(crate) limiter: Limiter,
+    pub(crate) io: CallIo,
+    pub(crate) stopped: Option<Stop>,
+    pub(crate) stdout: CappedPipe,
+    pub(crate) stderr: CappedPipe,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.net,
+        }
+    }
+}
+
+impl wasmtime_wasi_io::IoView for HostState {
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
+impl types::Host for HostState {}
+
+impl host::Host for HostState {
+    fn progress(&mut self, message: String, fraction: Option<f32>) -> wasmtime::Result<()> {
+        let fraction = fraction
+            .filter(|f| f.is_finite())
+            .map(|f| f.clamp(0.0, 1.0));
+        self.io.progress.send(ProgressEvent {
+            tool_use_id: self.io.tool_use_id.clone(),
+            message: sanitize::clean_capped(&message, Sink::Line, 512),
+            fraction,
+        });
+        Ok(())
+    }
+
+    fn log(&mut self, level: host::LogLevel, message: String) -> wasmtime::Result<()> {
+        if self.io.logs_left == 0 {
+            return Ok(());
+        }
+        self.io.logs_left -= 1;
+        let tool = &*self.io.tool;
+        if self.io.logs_left == 0 {
+            tracing::warn!(
+                tool,
+                "the tool wrote {LOG_BUDGET} log lines; dropping the rest of this call's"
+            );
+            return Ok(());
+        }
+        let message = sanitize::clean_capped(&message, Sink::Terminal, 4096);
+        match level {
+            host::LogLevel::Trace => tracing::trace!(tool, "{message}"),
+            host::LogLevel::Debug => tracing::debug!(tool, "{message}"),
+            host::LogLevel::Info => tracing::info!(tool, "{message}"),
+            host::LogLevel::Warn => tracing::warn!(tool, "{message}"),
+            host::LogLevel::Error => tracing::error!(tool, "{message}"),
+        }
+        Ok(())
+    }
+
+    fn cancelled(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.io.cancel.is_cancelled())
+    }
+
+    fn file_read_state(&mut self, path: String) -> wasmtime::Result<Option<types::FileStamp>> {
+        let (Some(files), Some(path)) = (&self.io.read_files, normalize_guest(&path)) else {
+            return Ok(None);
+        };
+        let files = files.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(files.peek(&path).map(|s| types::FileStamp {
+            modified_ns: s.modified_ns,
+            size: s.size,
+        }))
+    }
+}
+
+/// Limits memory, tables and instances of one store, and remembers which
+/// limit a guest hit so the failure can be reported by its class.
+pub(crate) struct Limiter {
+    memory_max: usize,
+    memory_used: usize,
+    table_elements: usize,
+    instances: usize,
+    tables: usize,
+    memories: usize,
+    pub(crate) memory_denied: bool,
+    pub(crate) table_denied: bool,
+}
+
+impl Limiter {
+    pub(crate) fn new(memory_bytes: u64, limits: &Limits) -> Self {
+        Limiter {
+            memory_max: usize::try_from(memory_bytes).unwrap_or(usize::MAX),
+            memory_used: 0,
+            table_elements: limits.table_elements as usize,
+            instances: limits.instances as usize,
+            tables: limits.tables as usize,
+            memories: limits.memories as usize,
+            memory_denied: false,
+            table_denied: false,
+        }
+    }
+}
+
+impl wasmtime::ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let total = self
+            .memory_used
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.memory_max {
+            self.memory_denied = true;
+            return Ok(false);
+        }
+        self.memory_used = total;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.table_elements {
+            self.table_denied = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        self.instances
+    }
+
+    fn tables(&self) -> usize {
+        self.tables
+    }
+
+    fn memories(&self) -> usize {
+        self.memories
+    }
+}

@@ -1,0 +1,494 @@
+//! [`WasmTool`]: a component behind the [`Tool`] trait.
+//!
+//! Loading compiles the component, checks its imports against the linker's
+//! allowlist, pre-instantiates it (bindgen's `ToolComponentPre`) and asks it
+//! to describe itself in a store with nothing granted. Each tool use then
+//! gets at most two fresh stores: one for the preflight exports (`classify`,
+//! `validate`, `check-permissions`; nothing granted, kept in the
+//! invocation's scratch slot between them), and one for `call`, built from
+//! the call's grants. Every guest call runs under an epoch deadline, a
+//! wall-clock timeout and, for cancel-behaviour tools, the cancellation
+//! token; a failure is classified from what the store saw.
+
+use super::Engine;
+use super::bindings::{self, ToolComponent, ToolComponentPre};
+use super::linker::{Needs, check_imports};
+use super::net::NetHooks;
+use super::pipe::CappedPipe;
+use super::state::{CallIo, HostState, Limiter, Stop};
+use crate::descriptor::{Descriptor, InterruptBehavior, SafetyFlags};
+use crate::error::{CallError, ErrorClass, LoadError};
+use crate::grants::CallGrants;
+use crate::json;
+use crate::sanitize::{self, Sink};
+use crate::tool::{Invocation, PermissionDecision, ProgressSink, Tool, ToolOrigin, ToolOutput};
+use async_trait::async_trait;
+use serde_json::Value;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi_http::WasiHttpCtx;
+
+/// How much of a guest's stderr a crash report quotes.
+const STDERR_TAIL: usize = 2048;
+
+/// A tool implemented by a WASI component.
+pub struct WasmTool {
+    descriptor: Descriptor,
+    origin: ToolOrigin,
+    name: Arc<str>,
+    pre: ToolComponentPre<HostState>,
+    engine: Engine,
+    imports: Vec<(String, Needs)>,
+}
+
+impl std::fmt::Debug for WasmTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmTool")
+            .field("name", &self.name)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The preflight store of one tool use.
+struct Preflight {
+    store: Store<HostState>,
+    instance: ToolComponent,
+}
+
+impl WasmTool {
+    /// Loads a component: compile (on a blocking thread), check its
+    /// imports, pre-instantiate, describe, and check the descriptor.
+    pub async fn load(
+        engine: &Engine,
+        bytes: Arc<[u8]>,
+        origin: ToolOrigin,
+    ) -> Result<WasmTool, LoadError> {
+        let compiler = engine.clone();
+        let component = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
+            .await
+            .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
+        let imports = check_imports(&component, engine.wasmtime())?;
+        let instance_pre = engine
+            .linker()
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let pre = ToolComponentPre::new(instance_pre).map_err(|e| {
+            LoadError::Compile(format!("it does not export the airlock:tool world: {e:#}"))
+        })?;
+
+        let limits = engine.limits();
+        let budget = Duration::from_millis(limits.preflight_timeout_ms);
+        let grants = CallGrants::nothing(budget, limits.memory_mib << 20);
+        let unnamed: Arc<str> = Arc::from("(describing)");
+        let io = CallIo::new(
+            unnamed.clone(),
+            String::new(),
+            ProgressSink::none(),
+            CancellationToken::new(),
+            None,
+        );
+        let (mut store, instance) = instantiate(engine, &pre, unnamed, io, &grants, None)
+            .await
+            .map_err(|e| LoadError::Describe(e.message))?;
+        let deadline = arm(&mut store, budget, None);
+        let described = guard(
+            deadline,
+            None,
+            instance.airlock_tool_tool().call_describe(&mut store),
+        )
+        .await;
+        let wit_descriptor =
+            settle(&store, described, budget).map_err(|e| LoadError::Describe(e.message))?;
+        let descriptor = bindings::descriptor_from_wit(wit_descriptor, engine.output_bounds())
+            .map_err(LoadError::Describe)?;
+        let problems = descriptor.problems();
+        if !problems.is_empty() {
+            return Err(LoadError::InvalidDescriptor {
+                tool: sanitize::clean_capped(&descriptor.name, Sink::Line, 80),
+                problems,
+            });
+        }
+        Ok(WasmTool {
+            name: Arc::from(descriptor.name.as_str()),
+            descriptor,
+            origin,
+            pre,
+            engine: engine.clone(),
+            imports,
+        })
+    }
+
+    /// The component's imports that need a network grant.
+    pub fn network_imports(&self) -> impl Iterator<Item = &str> {
+        self.imports
+            .iter()
+            .filter(|(_, needs)| *needs == Needs::Network)
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// Every import of the component.
+    pub fn imports(&self) -> impl Iterator<Item = &str> {
+        self.imports.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The preflight store of this use, created on first need.
+    async fn preflight<'a>(&self, inv: &'a mut Invocation) -> Result<&'a mut Preflight, CallError> {
+        if inv.scratch::<Preflight>().is_none() {
+            let limits = self.engine.limits();
+            let budget = Duration::from_millis(limits.preflight_timeout_ms).min(inv.grants.timeout);
+            let nothing = CallGrants::nothing(budget, inv.grants.memory_bytes);
+            let io = self.io(inv);
+            let (store, instance) = instantiate(
+                &self.engine,
+                &self.pre,
+                self.name.clone(),
+                io,
+                &nothing,
+                None,
+            )
+            .await?;
+            inv.set_scratch(Preflight { store, instance });
+        }
+        inv.scratch::<Preflight>()
+            .ok_or_else(|| CallError::internal("the preflight store vanished"))
+    }
+
+    fn io(&self, inv: &Invocation) -> CallIo {
+        CallIo::new(
+            self.name.clone(),
+            inv.tool_use_id.clone(),
+            inv.progress.clone(),
+            inv.cancel.clone(),
+            Some(inv.read_files.clone()),
+        )
+    }
+
+    fn input_text(&self, input: &Value) -> Result<String, CallError> {
+        json::to_text(input, self.engine.input_bounds()).map_err(CallError::invalid_input)
+    }
+
+    fn preflight_budget(&self, inv: &Invocation) -> Duration {
+        Duration::from_millis(self.engine.limits().preflight_timeout_ms).min(inv.grants.timeout)
+    }
+}
+
+#[async_trait]
+impl Tool for WasmTool {
+    fn descriptor(&self) -> &Descriptor {
+        &self.descriptor
+    }
+
+    fn origin(&self) -> &ToolOrigin {
+        &self.origin
+    }
+
+    async fn classify(
+        &self,
+        inv: &mut Invocation,
+        input: &Value,
+    ) -> Result<Option<SafetyFlags>, CallError> {
+        let text = self.input_text(input)?;
+        let flags = self
+            .preflight_call(inv, move |tool, store| {
+                Box::pin(async move { tool.airlock_tool_tool().call_classify(store, &text).await })
+            })
+            .await?;
+        Ok(flags.map(bindings::flags_from_wit))
+    }
+
+    async fn validate(&self, inv: &mut Invocation, input: &Value) -> Result<(), CallError> {
+        let text = self.input_text(input)?;
+        let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
+        self.preflight_call(inv, move |tool, store| {
+            Box::pin(async move {
+                tool.airlock_tool_tool()
+                    .call_validate(store, &text, &cx)
+                    .await
+            })
+        })
+        .await?
+        .map_err(|m| CallError::invalid_input(bindings::validation_message(&m)))
+    }
+
+    async fn check_permissions(
+        &self,
+        inv: &mut Invocation,
+        input: &Value,
+    ) -> Result<PermissionDecision, CallError> {
+        let text = self.input_text(input)?;
+        let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
+        let decision = self
+            .preflight_call(inv, move |tool, store| {
+                Box::pin(async move {
+                    tool.airlock_tool_tool()
+                        .call_check_permissions(store, &text, &cx)
+                        .await
+                })
+            })
+            .await?;
+        bindings::permission_from_wit(decision, self.engine.input_bounds())
+    }
+
+    async fn call(&self, inv: &mut Invocation, input: &Value) -> Result<ToolOutput, CallError> {
+        inv.clear_scratch();
+        let text = self.input_text(input)?;
+        let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
+        let cancel =
+            (self.descriptor.interrupt == InterruptBehavior::Cancel).then(|| inv.cancel.clone());
+        let io = self.io(inv);
+        let (mut store, instance) = instantiate(
+            &self.engine,
+            &self.pre,
+            self.name.clone(),
+            io,
+            &inv.grants,
+            Some(&inv.context.cwd),
+        )
+        .await?;
+        let timeout = inv.grants.timeout;
+        let deadline = arm(&mut store, timeout, cancel.clone());
+        let outcome = guard(
+            deadline,
+            cancel.as_ref(),
+            instance
+                .airlock_tool_tool()
+                .call_call(&mut store, &text, &cx),
+        )
+        .await;
+        match settle(&store, outcome, timeout)? {
+            Ok(output) => bindings::output_from_wit(output, self.engine.output_bounds()),
+            Err(error) => Err(bindings::error_from_wit(error)),
+        }
+    }
+}
+
+/// A guest export called on a store.
+type GuestCall<'a, T> = Pin<Box<dyn Future<Output = wasmtime::Result<T>> + Send + 'a>>;
+
+impl WasmTool {
+    /// Calls a preflight export in this use's preflight store, under the
+    /// preflight time budget. A store that failed cannot be re-entered, so it
+    /// is dropped and the next step of the use gets a fresh one.
+    async fn preflight_call<T>(
+        &self,
+        inv: &mut Invocation,
+        export: impl for<'a> FnOnce(&'a ToolComponent, &'a mut Store<HostState>) -> GuestCall<'a, T>,
+    ) -> Result<T, CallError> {
+        let budget = self.preflight_budget(inv);
+        let p = self.preflight(inv).await?;
+        let deadline = arm(&mut p.store, budget, None);
+        let outcome = guard(deadline, None, export(&p.instance, &mut p.store)).await;
+        let result = settle(&p.store, outcome, budget);
+        if result.is_err() {
+            inv.clear_scratch();
+        }
+        result
+    }
+}
+
+/// A fresh store with `grants`, and the component instantiated in it.
+async fn instantiate(
+    engine: &Engine,
+    pre: &ToolComponentPre<HostState>,
+    name: Arc<str>,
+    io: CallIo,
+    grants: &CallGrants,
+    cwd: Option<&str>,
+) -> Result<(Store<HostState>, ToolComponent), CallError> {
+    let limits = engine.limits();
+    let stdout = CappedPipe::new(limits.stdout_bytes);
+    let stderr = CappedPipe::new(limits.stderr_bytes);
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .max_random_size(limits.random_bytes);
+    for m in &grants.mounts {
+        let perms = if m.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        wasi.preopened_dir(&m.mount.host, &m.mount.guest, perms)
+            .map_err(|e| CallError::internal(format!("cannot open {}: {e}", m.mount.guest)))?;
+    }
+    for (name, value) in &grants.env {
+        wasi.env(name, value);
+    }
+    if let Some(cwd) = cwd {
+        wasi.initial_cwd(cwd);
+    }
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(limits.resource_handles);
+    let state = HostState {
+        wasi: wasi.build(),
+        table,
+        http: WasiHttpCtx::new(),
+        net: NetHooks::new(
+            grants.network.clone(),
+            Duration::from_millis(limits.http_timeout_ms),
+            name,
+        ),
+        limiter: Limiter::new(grants.memory_bytes, limits),
+        io,
+        stopped: None,
+        stdout,
+        stderr,
+    };
+    let mut store = Store::new(engine.wasmtime(), state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_hostcall_fuel(limits.hostcall_bytes);
+    let deadline = arm(&mut store, grants.timeout, None);
+    let outcome = guard(deadline, None, pre.instantiate_async(&mut store)).await;
+    let instance = settle(&store, outcome, grants.timeout)?;
+    Ok((store, instance))
+}
+
+/// Arms the store's epoch callback: the guest yields to the runtime every
+/// tick, and is interrupted once `budget` has passed or, when `cancel` is
+/// given, once it is cancelled. Returns the deadline.
+fn arm(
+    store: &mut Store<HostState>,
+    budget: Duration,
+    cancel: Option<CancellationToken>,
+) -> Instant {
+    let deadline = Instant::now() + budget;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |mut cx| {
+        if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            cx.data_mut().stopped = Some(Stop::Cancelled);
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        if Instant::now() >= deadline {
+            cx.data_mut().stopped = Some(Stop::Deadline);
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    deadline
+}
+
+/// How a guarded guest call ended.
+enum Guarded<T> {
+    Done(wasmtime::Result<T>),
+    TimedOut,
+    Cancelled,
+}
+
+/// Runs `fut` until it finishes, the deadline passes (a guest blocked in a
+/// host call does not see epochs, so the wall clock backs them up), or
+/// `cancel` fires. Dropping `fut` unwinds the guest; its store is not
+/// reused after that.
+async fn guard<T>(
+    deadline: Instant,
+    cancel: Option<&CancellationToken>,
+    fut: impl Future<Output = wasmtime::Result<T>>,
+) -> Guarded<T> {
+    // A little grace, so a guest spinning in wasm is stopped by its epoch
+    // deadline, which says more about why than a dropped future does.
+    let wall = tokio::time::Instant::from_std(deadline + Duration::from_millis(50));
+    let cancelled = async {
+        match cancel {
+            Some(c) => c.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        () = cancelled => Guarded::Cancelled,
+        r = tokio::time::timeout_at(wall, fut) => match r {
+            Ok(r) => Guarded::Done(r),
+            Err(_) => Guarded::TimedOut,
+        },
+    }
+}
+
+/// Turns a guarded call's end into a value or a classified [`CallError`],
+/// from what the store saw: why the epoch callback stopped it, whether an
+/// output pipe overflowed, which limit the limiter refused, the trap code.
+fn settle<T>(
+    store: &Store<HostState>,
+    outcome: Guarded<T>,
+    budget: Duration,
+) -> Result<T, CallError> {
+    let state = store.data();
+    let err = match outcome {
+        Guarded::Done(Ok(value)) => return Ok(value),
+        Guarded::TimedOut => return Err(timeout(budget)),
+        Guarded::Cancelled => return Err(CallError::cancelled("the call was cancelled")),
+        Guarded::Done(Err(err)) => err,
+    };
+    match state.stopped {
+        Some(Stop::Deadline) => return Err(timeout(budget)),
+        Some(Stop::Cancelled) => return Err(CallError::cancelled("the call was cancelled")),
+        None => {}
+    }
+    let limits_hit = [
+        (state.stdout.overflowed(), "stdout"),
+        (state.stderr.overflowed(), "stderr"),
+    ];
+    if let Some((_, which)) = limits_hit.iter().find(|(hit, _)| *hit) {
+        return Err(CallError::new(
+            ErrorClass::OutputLimit,
+            format!(
+                "the tool wrote more to {which} than the limit allows (limits.{which}_bytes); the call was stopped"
+            ),
+        ));
+    }
+    if state.limiter.memory_denied {
+        return Err(CallError::new(
+            ErrorClass::MemoryLimit,
+            "the tool needed more memory than its limit (limits.memory_mib); the call was stopped",
+        ));
+    }
+    if state.limiter.table_denied || format!("{err:#}").contains("resource limit exceeded") {
+        return Err(CallError::new(
+            ErrorClass::MemoryLimit,
+            "the tool created more tables, instances or table elements than allowed; the call was stopped",
+        ));
+    }
+    let stderr = sanitize::clean_capped(
+        state.stderr.tail(STDERR_TAIL).trim(),
+        Sink::Model,
+        STDERR_TAIL,
+    );
+    let with_stderr = |m: String| {
+        if stderr.is_empty() {
+            m
+        } else {
+            format!("{m}; its stderr ends with:\n{stderr}")
+        }
+    };
+    Err(match err.downcast_ref::<Trap>() {
+        Some(Trap::StackOverflow) => CallError::new(
+            ErrorClass::StackOverflow,
+            "the tool overflowed its stack (limits.wasm_stack_kib); the call was stopped",
+        ),
+        Some(trap) => CallError::new(
+            ErrorClass::Trap,
+            with_stderr(format!("the tool crashed: {trap}")),
+        ),
+        None => CallError::new(
+            ErrorClass::Trap,
+            with_stderr(format!(
+                "the tool failed: {}",
+                sanitize::clean_capped(&format!("{err:#}"), Sink::Model, 1024)
+            )),
+        ),
+    })
+}
+
+fn timeout(budget: Duration) -> CallError {
+    CallError::new(
+        ErrorClass::Timeout,
+        format!(
+            "the call took longer than {} ms and was stopped",
+            budget.as_millis()
+        ),
+    )
+}

@@ -1,0 +1,683 @@
+//! Grants: what each tool may touch, and what one call actually gets.
+//!
+//! [`Grants`] is the operator's side, resolved once from [`Config`]: the
+//! workspace and extra mounts opened as `cap-std` directory handles, checked
+//! (no `/proc`, `/sys` or `/dev`; no writable directory containing another
+//! grant's root). [`ToolGrants`] is one tool's share. [`CallGrants`] is one
+//! call's: the intersection of the operator's grant, the tool's request
+//! and the call's effective safety flags (a read-only or concurrency-safe
+//! call gets read-only handles and safe HTTP methods only).
+//!
+//! The host's own file access inside granted directories (stamping a read,
+//! checking a new cwd) goes through the `cap-std` handles opened here, never
+//! through ambient paths, so a guest-planted symlink cannot redirect it.
+
+use crate::config::{Config, Limits};
+use crate::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess, is_env_name, is_host_pattern};
+use crate::error::LoadError;
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// A directory the host opened for tools.
+#[derive(Debug)]
+pub struct HostMount {
+    /// Where tools see it (absolute).
+    pub guest: String,
+    /// Where it is on the host (canonical).
+    pub host: PathBuf,
+    /// The handle the host itself uses inside it.
+    pub dir: cap_std::fs::Dir,
+}
+
+/// When the agent last saw a file: the host's own stamp of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FileStamp {
+    /// Modification time, ns since the Unix epoch.
+    pub modified_ns: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The operator's grants, resolved and checked.
+#[derive(Debug)]
+pub struct Grants {
+    config: Config,
+    workspace: Option<Arc<HostMount>>,
+    mounts: BTreeMap<PathBuf, Arc<HostMount>>,
+}
+
+impl Grants {
+    /// Resolves the grants in `config`: opens the workspace and every mount,
+    /// and refuses grants that point into `/proc`, `/sys` or `/dev`, or that
+    /// nest under a writable grant (a tool could swap the inner root).
+    pub fn from_config(config: &Config) -> Result<Grants, LoadError> {
+        let workspace = match &config.workspace {
+            Some(path) => Some(Arc::new(open_mount(path, None)?)),
+            None => None,
+        };
+        let mut mounts = BTreeMap::new();
+        let mut all: Vec<(Arc<HostMount>, bool, String)> = Vec::new();
+        if let Some(ws) = &workspace {
+            all.push((
+                ws.clone(),
+                config.workspace_access == WorkspaceAccess::ReadWrite,
+                "the workspace".into(),
+            ));
+        }
+        for (tool, tc) in &config.tools {
+            for m in &tc.mounts {
+                let mount = Arc::new(open_mount(&m.host, m.path.as_deref())?);
+                let mount = mounts.entry(mount.host.clone()).or_insert(mount).clone();
+                all.push((
+                    mount,
+                    m.access == WorkspaceAccess::ReadWrite,
+                    format!("a mount of `{tool}`"),
+                ));
+            }
+        }
+        check_nesting(&all)?;
+        Ok(Grants {
+            config: config.clone(),
+            workspace,
+            mounts,
+        })
+    }
+
+    /// The workspace, if one is granted.
+    pub fn workspace(&self) -> Option<&Arc<HostMount>> {
+        self.workspace.as_ref()
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    /// The configuration these grants came from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Every directory a tool may be granted: the workspace and the mounts.
+    pub fn all_mounts(&self) -> impl Iterator<Item = &Arc<HostMount>> {
+        self.workspace.iter().chain(self.mounts.values())
+    }
+
+    /// The grants of the tool named `tool`.
+    pub fn for_tool(&self, tool: &str) -> Result<ToolGrants, LoadError> {
+        let tc = self.config.tool_config(tool);
+        for host in &tc.network {
+            if !is_host_pattern(host) {
+                return Err(LoadError::Grants(format!(
+                    "tools.{tool}.network: {host:?} is not a host pattern (`name`, `*.name`, `*`)"
+                )));
+            }
+        }
+        for name in &tc.env {
+            if !is_env_name(name) {
+                return Err(LoadError::Grants(format!(
+                    "tools.{tool}.env: {name:?} is not an environment variable name"
+                )));
+            }
+        }
+        let workspace_cap = tc
+            .workspace
+            .unwrap_or(self.config.workspace_access)
+            .min(self.config.workspace_access);
+        let mounts = tc
+            .mounts
+            .iter()
+            .map(|m| {
+                let host = canonical(&m.host)?;
+                let mount = self.mounts.get(&host).cloned().ok_or_else(|| {
+                    LoadError::Grants(format!("{} was not opened", host.display()))
+                })?;
+                Ok((mount, m.access))
+            })
+            .collect::<Result<Vec<_>, LoadError>>()?;
+        let limits = &self.config.limits;
+        Ok(ToolGrants {
+            enabled: tc.enabled.unwrap_or(true),
+            workspace: self.workspace.clone().map(|w| (w, workspace_cap)),
+            mounts,
+            env: tc.env,
+            network: tc.network,
+            timeout: Duration::from_millis(tc.timeout_ms.unwrap_or(limits.timeout_ms)),
+            memory_bytes: tc.memory_mib.unwrap_or(limits.memory_mib) << 20,
+        })
+    }
+}
+
+/// One tool's grants.
+#[derive(Clone, Debug)]
+pub struct ToolGrants {
+    /// Whether the tool is switched on.
+    pub enabled: bool,
+    /// The workspace and the most access this tool gets to it.
+    pub workspace: Option<(Arc<HostMount>, WorkspaceAccess)>,
+    /// Extra directories, with their access.
+    pub mounts: Vec<(Arc<HostMount>, WorkspaceAccess)>,
+    /// Environment variable names it may read.
+    pub env: Vec<String>,
+    /// Host patterns it may reach.
+    pub network: Vec<String>,
+    /// Its time limit per call.
+    pub timeout: Duration,
+    /// Its memory limit per call, in bytes.
+    pub memory_bytes: u64,
+}
+
+impl ToolGrants {
+    /// Grants that give nothing (for tests and the preflight phase).
+    pub fn nothing(limits: &Limits) -> ToolGrants {
+        ToolGrants {
+            enabled: true,
+            workspace: None,
+            mounts: Vec::new(),
+            env: Vec::new(),
+            network: Vec::new(),
+            timeout: Duration::from_millis(limits.timeout_ms),
+            memory_bytes: limits.memory_mib << 20,
+        }
+    }
+
+    /// Whether a call of a tool that asks for `d`'s capabilities could reach
+    /// the network at all.
+    pub fn network_possible(&self, d: &Descriptor) -> bool {
+        !self.network.is_empty() && d.wants_network()
+    }
+
+    /// What one call with effective `flags` gets: the grant intersected with
+    /// the tool's request, with read-only handles unless the flags allow
+    /// writing. `context_env` (the agent's context) overrides the process
+    /// environment for granted names.
+    pub fn for_call(
+        &self,
+        d: &Descriptor,
+        flags: SafetyFlags,
+        context_env: &BTreeMap<String, String>,
+    ) -> CallGrants {
+        let requested = d.capabilities.workspace;
+        let mut mounts = Vec::new();
+        let mut add = |mount: &Arc<HostMount>, granted: WorkspaceAccess| {
+            let access = granted.min(requested);
+            if access == WorkspaceAccess::None {
+                return;
+            }
+            mounts.push(CallMount {
+                mount: mount.clone(),
+                writable: access == WorkspaceAccess::ReadWrite && flags.may_write(),
+            });
+        };
+        if let Some((ws, cap)) = &self.workspace {
+            add(ws, *cap);
+        }
+        for (m, access) in &self.mounts {
+            add(m, *access);
+        }
+        let env = d
+            .capabilities
+            .env_vars
+            .iter()
+            .filter(|name| self.env.contains(name))
+            .filter_map(|name| {
+                let value = context_env
+                    .get(name)
+                    .cloned()
+                    .or_else(|| std::env::var(name).ok())?;
+                Some((name.clone(), value))
+            })
+            .collect();
+        let network = self.network_possible(d).then(|| {
+            Arc::new(NetPolicy {
+                requested: d.capabilities.network_hosts.clone(),
+                granted: self.network.clone(),
+                safe_methods_only: flags.contains(SafetyFlags::READ_ONLY),
+            })
+        });
+        CallGrants {
+            mounts,
+            env,
+            network,
+            timeout: self.timeout,
+            memory_bytes: self.memory_bytes,
+        }
+    }
+}
+
+/// A directory one call can reach.
+#[derive(Clone, Debug)]
+pub struct CallMount {
+    /// The directory.
+    pub mount: Arc<HostMount>,
+    /// Whether this call may write under it.
+    pub writable: bool,
+}
+
+/// What one call gets.
+#[derive(Clone, Debug)]
+pub struct CallGrants {
+    /// Directories, with their access in this call.
+    pub mounts: Vec<CallMount>,
+    /// Environment variables, with their values.
+    pub env: Vec<(String, String)>,
+    /// The network policy, when the call may reach the network.
+    pub network: Option<Arc<NetPolicy>>,
+    /// The call's time limit.
+    pub timeout: Duration,
+    /// The call's memory limit, in bytes.
+    pub memory_bytes: u64,
+}
+
+impl CallGrants {
+    /// A call that gets nothing.
+    pub fn nothing(timeout: Duration, memory_bytes: u64) -> CallGrants {
+        CallGrants {
+            mounts: Vec::new(),
+            env: Vec::new(),
+            network: None,
+            timeout,
+            memory_bytes,
+        }
+    }
+
+    /// The mount holding `guest_path` (absolute, normalised) and the path
+    /// relative to it.
+    pub fn locate(&self, guest_path: &str) -> Option<(&CallMount, PathBuf)> {
+        let path = Path::new(guest_path);
+        self.mounts
+            .iter()
+            .filter_map(|m| {
+                let rel = path.strip_prefix(&m.mount.guest).ok()?;
+                Some((m, rel.to_path_buf()))
+            })
+            .max_by_key(|(m, _)| m.mount.guest.len())
+    }
+
+    /// The host's stamp of the file at `guest_path`, read through the
+    /// mount's handle (so a symlink cannot point it outside the mount).
+    pub fn stamp(&self, guest_path: &str) -> Option<FileStamp> {
+        let (mount, rel) = self.locate(guest_path)?;
+        let meta = mount.mount.dir.metadata(dot_if_empty(&rel)).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        let modified = meta.modified().ok()?.into_std();
+        let modified_ns = modified.duration_since(UNIX_EPOCH).ok()?.as_nanos();
+        Some(FileStamp {
+            modified_ns: u64::try_from(modified_ns).ok()?,
+            size: meta.len(),
+        })
+    }
+
+    /// Whether `guest_path` is a directory this call can reach.
+    pub fn is_dir(&self, guest_path: &str) -> bool {
+        self.locate(guest_path).is_some_and(|(mount, rel)| {
+            mount
+                .mount
+                .dir
+                .metadata(dot_if_empty(&rel))
+                .is_ok_and(|m| m.is_dir())
+        })
+    }
+}
+
+fn dot_if_empty(rel: &Path) -> &Path {
+    if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    }
+}
+
+/// Which HTTP requests a call may make: the host must match both a pattern
+/// the tool requested and one the operator granted; a read-only call may
+/// only use safe methods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetPolicy {
+    /// Patterns the tool asked for.
+    pub requested: Vec<String>,
+    /// Patterns the operator granted.
+    pub granted: Vec<String>,
+    /// Only GET, HEAD and OPTIONS.
+    pub safe_methods_only: bool,
+}
+
+impl NetPolicy {
+    /// Allows or refuses a request, saying why.
+    pub fn check(&self, method: &str, host: &str, port: Option<u16>) -> Result<(), String> {
+        if self.safe_methods_only && !matches!(method, "GET" | "HEAD" | "OPTIONS") {
+            return Err(format!(
+                "{method} is not allowed in a read-only call (only GET, HEAD and OPTIONS)"
+            ));
+        }
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        let matches = |patterns: &[String]| patterns.iter().any(|p| host_matches(p, &host, port));
+        if !matches(&self.granted) {
+            return Err(format!(
+                "the host {host} is not in the operator's network grant"
+            ));
+        }
+        if !matches(&self.requested) {
+            return Err(format!(
+                "the host {host} is not among the hosts the tool asked for"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `pattern` (`*`, `name`, `name:port`, `*.name`) matches.
+fn host_matches(pattern: &str, host: &str, port: Option<u16>) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    let pattern = pattern.to_ascii_lowercase();
+    let (pat_host, pat_port) = match pattern.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().ok()),
+        None => (pattern.as_str(), None),
+    };
+    if pat_port.is_some() && pat_port != port {
+        return false;
+    }
+    match pat_host.strip_prefix("*.") {
+        Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
+        None => host == pat_host,
+    }
+}
+
+fn canonical(path: &Path) -> Result<PathBuf, LoadError> {
+    std::fs::canonicalize(path).map_err(|e| LoadError::Grants(format!("{}: {e}", path.display())))
+}
+
+/// Opens a granted directory after checking it.
+fn open_mount(host: &Path, guest: Option<&str>) -> Result<HostMount, LoadError> {
+    let host = canonical(host)?;
+    if !host.is_dir() {
+        return Err(LoadError::Grants(format!(
+            "{} is not a directory",
+            host.display()
+        )));
+    }
+    for forbidden in ["/proc", "/sys", "/dev"] {
+        if host.starts_with(forbidden) {
+            return Err(LoadError::Grants(format!(
+                "{} is under {forbidden}, which is never granted",
+                host.display()
+            )));
+        }
+    }
+    if host == Path::new("/") {
+        return Err(LoadError::Grants(
+            "the root directory is never granted".into(),
+        ));
+    }
+    let guest = match guest {
+        Some(g) => normalize_guest(g)
+            .ok_or_else(|| LoadError::Grants(format!("the mount path {g:?} is not absolute")))?,
+        None => host
+            .to_str()
+            .ok_or_else(|| LoadError::Grants(format!("{} is not UTF-8", host.display())))?
+            .to_string(),
+    };
+    let dir = cap_std::fs::Dir::open_ambient_dir(&host, cap_std::ambient_authority())
+        .map_err(|e| LoadError::Grants(format!("{}: {e}", host.display())))?;
+    Ok(HostMount { guest, host, dir })
+}
+
+/// An absolute guest path with `.` and `..` resolved lexically.
+pub fn normalize_guest(path: &str) -> Option<String> {
+    if !path.starts_with('/') || path.contains('\0') {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_str()?),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// Refuses a grant whose root lies strictly inside a writable grant: a tool
+/// writing the outer directory could replace the inner root with a link.
+fn check_nesting(all: &[(Arc<HostMount>, bool, String)]) -> Result<(), LoadError> {
+    for (outer, outer_writable, outer_name) in all {
+        for (inner, _, inner_name) in all {
+            if *outer_writable && inner.host != outer.host && inner.host.starts_with(&outer.host) {
+                return Err(LoadError::Grants(format!(
+                    "{inner_name} ({}) lies inside {outer_name} ({}), which is writable: a tool \
+                     could replace it; grant a directory outside it, or make {outer_name} read-only",
+                    inner.host.display(),
+                    outer.host.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{MountConfig, ToolConfig};
+    use crate::descriptor::{Capabilities, InterruptBehavior};
+    use serde_json::json;
+
+    fn descriptor(access: WorkspaceAccess, hosts: &[&str], env: &[&str]) -> Descriptor {
+        Descriptor {
+            name: "t".into(),
+            aliases: vec![],
+            title: "t".into(),
+            description: "t".into(),
+            prompt: "t".into(),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            flags: SafetyFlags::empty(),
+            interrupt: InterruptBehavior::Cancel,
+            defer_loading: false,
+            max_result_size: 100,
+            capabilities: Capabilities {
+                workspace: access,
+                network_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+                env_vars: env.iter().map(|s| s.to_string()).collect(),
+            },
+            version: "1".into(),
+        }
+    }
+
+    fn config_with_workspace(dir: &Path) -> Config {
+        Config {
+            workspace: Some(dir.to_path_buf()),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn calls_get_the_intersection_of_grant_request_and_flags() {
+        let tmp = tempfile::tempdir().unwrap();
+        let grants = Grants::from_config(&config_with_workspace(tmp.path())).unwrap();
+        let tool = grants.for_tool("t").unwrap();
+        let none = BTreeMap::new();
+
+        let rw = descriptor(WorkspaceAccess::ReadWrite, &[], &[]);
+        let call = tool.for_call(&rw, SafetyFlags::empty(), &none);
+        assert!(call.mounts[0].writable);
+        let call = tool.for_call(&rw, SafetyFlags::READ_ONLY, &none);
+        assert!(
+            !call.mounts[0].writable,
+            "read-only calls get read-only handles"
+        );
+        let call = tool.for_call(&rw, SafetyFlags::CONCURRENCY_SAFE, &none);
+        assert!(
+            !call.mounts[0].writable,
+            "concurrency-safe calls get read-only handles"
+        );
+
+        let ro = descriptor(WorkspaceAccess::Read, &[], &[]);
+        assert!(!tool.for_call(&ro, SafetyFlags::empty(), &none).mounts[0].writable);
+        let nothing = descriptor(WorkspaceAccess::None, &[], &[]);
+        assert!(
+            tool.for_call(&nothing, SafetyFlags::empty(), &none)
+                .mounts
+                .is_empty()
+        );
+
+        let guest = tmp.path().canonicalize().unwrap();
+        assert_eq!(call.mounts[0].mount.guest, guest.to_str().unwrap());
+    }
+
+    #[test]
+    fn read_only_workspaces_stay_read_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = config_with_workspace(tmp.path());
+        config.workspace_access = WorkspaceAccess::Read;
+        let grants = Grants::from_config(&config).unwrap();
+        let d = descriptor(WorkspaceAccess::ReadWrite, &[], &[]);
+        let call =
+            grants
+                .for_tool("t")
+                .unwrap()
+                .for_call(&d, SafetyFlags::empty(), &BTreeMap::new());
+        assert!(!call.mounts[0].writable);
+    }
+
+    #[test]
+    fn env_and_network_need_both_grant_and_request() {
+        let mut config = Config::default();
+        config.tools.insert(
+            "t".into(),
+            ToolConfig {
+                env: vec!["AIRLOCK_TEST_A".into(), "AIRLOCK_TEST_B".into()],
+                network: vec!["*.example.com".into()],
+                ..ToolConfig::default()
+            },
+        );
+        let grants = Grants::from_config(&config).unwrap();
+        let tool = grants.for_tool("t").unwrap();
+        let ctx_env = BTreeMap::from([("AIRLOCK_TEST_A".to_string(), "from-context".to_string())]);
+        let d = descriptor(
+            WorkspaceAccess::None,
+            &["api.example.com"],
+            &["AIRLOCK_TEST_A", "HOME"],
+        );
+        let call = tool.for_call(&d, SafetyFlags::empty(), &ctx_env);
+        assert_eq!(
+            call.env,
+            [("AIRLOCK_TEST_A".to_string(), "from-context".to_string())]
+        );
+        let net = call.network.unwrap();
+        assert!(net.check("POST", "api.example.com", Some(443)).is_ok());
+        assert!(
+            net.check("GET", "other.example.com", None)
+                .unwrap_err()
+                .contains("asked for")
+        );
+        assert!(
+            net.check("GET", "evil.com", None)
+                .unwrap_err()
+                .contains("operator")
+        );
+
+        let call = tool.for_call(&d, SafetyFlags::READ_ONLY, &ctx_env);
+        assert!(
+            call.network
+                .unwrap()
+                .check("POST", "api.example.com", None)
+                .is_err()
+        );
+
+        let no_net = descriptor(WorkspaceAccess::None, &[], &[]);
+        assert!(
+            tool.for_call(&no_net, SafetyFlags::empty(), &ctx_env)
+                .network
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn host_patterns_match_precisely() {
+        assert!(host_matches("example.com", "example.com", Some(80)));
+        assert!(!host_matches("example.com", "www.example.com", None));
+        assert!(host_matches("*.example.com", "www.example.com", None));
+        assert!(!host_matches("*.example.com", "example.com", None));
+        assert!(!host_matches("*.example.com", "evilexample.com", None));
+        assert!(host_matches("127.0.0.1:8080", "127.0.0.1", Some(8080)));
+        assert!(!host_matches("127.0.0.1:8080", "127.0.0.1", Some(8081)));
+        assert!(host_matches("*", "anything", None));
+    }
+
+    #[test]
+    fn refuses_dangerous_grants() {
+        for bad in ["/proc", "/sys/kernel", "/dev", "/"] {
+            let err = Grants::from_config(&config_with_workspace(Path::new(bad))).unwrap_err();
+            assert!(err.to_string().contains("never granted"), "{bad}: {err}");
+        }
+        let err =
+            Grants::from_config(&config_with_workspace(Path::new("/nonexistent/x"))).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/x"), "{err}");
+    }
+
+    #[test]
+    fn refuses_grants_nested_in_a_writable_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("inner")).unwrap();
+        let mut config = config_with_workspace(tmp.path());
+        config.tools.insert(
+            "t".into(),
+            ToolConfig {
+                mounts: vec![MountConfig {
+                    host: tmp.path().join("inner"),
+                    path: Some("/data".into()),
+                    access: WorkspaceAccess::Read,
+                }],
+                ..ToolConfig::default()
+            },
+        );
+        let err = Grants::from_config(&config).unwrap_err();
+        assert!(err.to_string().contains("writable"), "{err}");
+        config.workspace_access = WorkspaceAccess::Read;
+        let grants = Grants::from_config(&config).unwrap();
+        let mounts = &grants.for_tool("t").unwrap().mounts;
+        assert_eq!(mounts[0].0.guest, "/data");
+    }
+
+    #[test]
+    fn stamps_files_through_the_handle() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("a.txt"), "hello").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", tmp.path().join("escape")).unwrap();
+        let grants = Grants::from_config(&config_with_workspace(tmp.path())).unwrap();
+        let d = descriptor(WorkspaceAccess::Read, &[], &[]);
+        let call =
+            grants
+                .for_tool("t")
+                .unwrap()
+                .for_call(&d, SafetyFlags::empty(), &BTreeMap::new());
+        let root = &call.mounts[0].mount.guest;
+        assert_eq!(call.stamp(&format!("{root}/a.txt")).unwrap().size, 5);
+        assert!(
+            call.stamp(&format!("{root}/escape")).is_none(),
+            "symlinks out are not followed"
+        );
+        assert!(call.stamp("/etc/hostname").is_none());
+        assert!(call.is_dir(root));
+        assert!(!call.is_dir(&format!("{root}/a.txt")));
+    }
+
+    #[test]
+    fn normalizes_guest_paths() {
+        assert_eq!(normalize_guest("/a/./b/../c").unwrap(), "/a/c");
+        assert_eq!(normalize_guest("/../..").unwrap(), "/");
+        assert!(normalize_guest("relative").is_none());
+    }
+}

@@ -1,0 +1,45 @@
+//! Airlock: a WebAssembly-sandboxed tool host for AI agents.
+//!
+//! Tools are WASI 0.2 components built against the `airlock:tool` WIT
+//! world. The host validates every call, confines each component to the
+//! directories, hosts and environment variables the operator granted (and
+//! the call's safety flags allow), and stops it with epoch interruption
+//! when it runs out of time or is cancelled.
+//!
+//! A call takes one path through the modules, top to bottom:
+//!
+//! - [`config`]: `airlock.toml`; [`grants`]: what each tool and call gets;
+//! - [`engine`]: wasmtime, the linker allowlist, the [`WasmTool`] adapter;
+//! - [`registry`]: the tools by name, loaded and checked;
+//! - [`context`]: the agent's cwd, env, state and read-file cache;
+//! - [`pipeline`]: one tool use from input to result.
+//!
+//! [`Airlock`] bundles them for an embedder; the `airlock` binary (feature
+//! `cli`) is a thin front end over it.
+
+pub mod airlock;
+pub mod bundled;
+#[cfg(feature = "cli")]
+pub mod cli;
+pub mod config;
+pub mod context;
+pub mod descriptor;
+pub mod engine;
+pub mod error;
+pub mod grants;
+pub mod json;
+pub mod pipeline;
+pub mod registry;
+pub mod sanitize;
+pub mod tool;
+
+pub use airlock::Airlock;
+pub use config::{Config, Limits};
+pub use context::ToolContext;
+pub use descriptor::{Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess};
+pub use engine::{Engine, WasmTool};
+pub use error::{CallError, ErrorClass, LoadError};
+pub use grants::Grants;
+pub use pipeline::{CallControl, ToolResult, ToolUse};
+pub use registry::Registry;
+pub use tool::{ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput};

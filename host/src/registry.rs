@@ -1,0 +1,483 @@
+//! The [`Registry`]: every tool the agent may call, by name and alias.
+//!
+//! It loads the bundled tools and every `*.wasm` in the tool directories
+//! (in parallel), checks each component against its grants (a component
+//! importing `wasi:http` without a network grant is refused, naming the
+//! import), rejects duplicate names and aliases with a clear error, and
+//! compiles each tool's input schema. Native tools join through
+//! [`Registry::add`]. A sub-agent gets a restricted [`Registry::view`].
+//!
+//! A tool that fails to load is not an error for the registry: it is kept
+//! in [`Registry::failures`] with the reason, so a front end can show it.
+
+use crate::descriptor::Descriptor;
+use crate::engine::{Engine, WasmTool};
+use crate::error::LoadError;
+use crate::grants::{Grants, ToolGrants};
+use crate::tool::{Tool, ToolOrigin};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A component's bytes, or why they could not be read.
+type ComponentBytes = Result<Arc<[u8]>, LoadError>;
+
+/// A tool that loaded: what stays the same whatever it is granted.
+struct Loaded {
+    tool: Arc<dyn Tool>,
+    input_validator: Arc<jsonschema::Validator>,
+    output_validator: Option<Arc<jsonschema::Validator>>,
+    /// Imports that need a network grant.
+    network_imports: Vec<String>,
+}
+
+/// A registered tool, with what the host keeps about it.
+pub struct Entry {
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// What the operator granted it.
+    pub grants: ToolGrants,
+    pub(crate) input_validator: Arc<jsonschema::Validator>,
+    pub(crate) output_validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl Entry {
+    /// The tool's descriptor.
+    pub fn descriptor(&self) -> &Descriptor {
+        self.tool.descriptor()
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &self.descriptor().name)
+            .field("origin", self.tool.origin())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A component that did not become a tool.
+#[derive(Clone, Debug)]
+pub struct LoadFailure {
+    /// Where it came from.
+    pub origin: ToolOrigin,
+    /// Its name, if it got far enough to say.
+    pub tool: Option<String>,
+    /// Why it failed.
+    pub error: LoadError,
+}
+
+impl std::fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.tool {
+            Some(name) => write!(f, "{name} ({}): {}", self.origin, self.error),
+            None => write!(f, "{}: {}", self.origin, self.error),
+        }
+    }
+}
+
+/// The tools in view.
+#[derive(Clone, Default)]
+pub struct Registry {
+    /// Every tool that loaded, in source order (bundled, then directories).
+    loaded: Vec<Arc<Loaded>>,
+    /// Components that did not load.
+    load_failures: Vec<LoadFailure>,
+    entries: Vec<Arc<Entry>>,
+    index: HashMap<String, usize>,
+    failures: Vec<LoadFailure>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("entries", &self.entries)
+            .field("failures", &self.failures)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Loads the bundled tools (unless configured off) and every `*.wasm`
+    /// in the configured tool directories, then grants them
+    /// (see [`Registry::regrant`]).
+    pub async fn load(engine: &Engine, grants: &Grants) -> Registry {
+        let config = grants.config();
+        let mut sources: Vec<(ToolOrigin, ComponentBytes)> = Vec::new();
+        if config.bundled_tools {
+            for (package, bytes) in crate::bundled::BUNDLED {
+                sources.push((
+                    ToolOrigin::Bundled(package.to_string()),
+                    Ok(Arc::from(*bytes)),
+                ));
+            }
+        }
+        let mut load_failures = Vec::new();
+        for dir in config.effective_tool_dirs() {
+            match component_files(&dir) {
+                Ok(files) => {
+                    for file in files {
+                        let bytes = read_component(&file, engine.limits().component_bytes);
+                        sources.push((ToolOrigin::File(file), bytes));
+                    }
+                }
+                Err(error) => load_failures.push(LoadFailure {
+                    origin: ToolOrigin::File(dir.clone()),
+                    tool: None,
+                    error,
+                }),
+            }
+        }
+
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, (origin, bytes)) in sources.into_iter().enumerate() {
+            let engine = engine.clone();
+            tasks.spawn(async move {
+                let loaded = match bytes {
+                    Ok(bytes) => WasmTool::load(&engine, bytes, origin.clone()).await,
+                    Err(e) => Err(e),
+                };
+                (i, origin, loaded)
+            });
+        }
+        let mut results = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(result) => results.push(result),
+                Err(e) => tracing::error!("a tool loader task failed: {e}"),
+            }
+        }
+        results.sort_by_key(|(i, _, _)| *i);
+
+        let mut loaded = Vec::new();
+        for (_, origin, result) in results {
+            let prepared = result.and_then(|tool| {
+                let network_imports = tool.network_imports().map(String::from).collect();
+                prepare(Arc::new(tool), network_imports)
+            });
+            match prepared {
+                Ok(l) => loaded.push(Arc::new(l)),
+                Err(error) => load_failures.push(LoadFailure {
+                    origin,
+                    tool: None,
+                    error,
+                }),
+            }
+        }
+        let mut registry = Registry {
+            loaded,
+            load_failures,
+            ..Registry::default()
+        };
+        registry.grant(grants);
+        registry
+    }
+
+    /// The same tools under other grants (nothing is recompiled): each tool
+    /// gets its grants, is dropped when switched off, and is refused when it
+    /// imports `wasi:http` without a network grant it could use. A directory
+    /// tool with the name of a bundled tool replaces it (so a tool author's
+    /// fresh build wins); any other clash of names or aliases is refused.
+    pub fn regrant(&self, grants: &Grants) -> Registry {
+        let mut registry = Registry {
+            loaded: self.loaded.clone(),
+            load_failures: self.load_failures.clone(),
+            ..Registry::default()
+        };
+        registry.grant(grants);
+        registry
+    }
+
+    fn grant(&mut self, grants: &Grants) {
+        self.entries.clear();
+        self.index.clear();
+        self.failures = self.load_failures.clone();
+        let from_dirs: HashSet<&str> = self
+            .loaded
+            .iter()
+            .filter(|l| matches!(l.tool.origin(), ToolOrigin::File(_)))
+            .map(|l| l.tool.descriptor().name.as_str())
+            .collect();
+        let mut kept = Vec::new();
+        for loaded in &self.loaded {
+            let d = loaded.tool.descriptor();
+            if matches!(loaded.tool.origin(), ToolOrigin::Bundled(_))
+                && from_dirs.contains(d.name.as_str())
+            {
+                tracing::info!(tool = %d.name, "a tool directory replaces the bundled tool");
+                continue;
+            }
+            kept.push(loaded.clone());
+        }
+        for loaded in kept {
+            let d = loaded.tool.descriptor();
+            let origin = loaded.tool.origin().clone();
+            let tool_grants = match grants.for_tool(&d.name) {
+                Ok(g) => g,
+                Err(error) => {
+                    self.fail(origin, &d.name, error);
+                    continue;
+                }
+            };
+            if !tool_grants.enabled {
+                tracing::info!(tool = %d.name, "switched off in the configuration");
+                continue;
+            }
+            if let Some(error) = ungranted_network(d, &loaded.network_imports, &tool_grants) {
+                self.fail(origin, &d.name, error);
+                continue;
+            }
+            if let Err(error) = self.register(&loaded, tool_grants) {
+                self.fail(origin, &d.name, error);
+            }
+        }
+    }
+
+    fn fail(&mut self, origin: ToolOrigin, name: &str, error: LoadError) {
+        self.failures.push(LoadFailure {
+            origin,
+            tool: Some(name.to_string()),
+            error,
+        });
+    }
+
+    fn reindex(&mut self) {
+        self.index.clear();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let d = entry.descriptor();
+            for name in std::iter::once(&d.name).chain(&d.aliases) {
+                self.index.insert(name.clone(), i);
+            }
+        }
+    }
+
+    /// Registers a tool that is not a loaded component (a native tool, or
+    /// one loaded by hand) under `grants`: checks its descriptor and names,
+    /// and compiles its schemas.
+    pub fn add(&mut self, tool: Arc<dyn Tool>, grants: ToolGrants) -> Result<(), LoadError> {
+        let loaded = Arc::new(prepare(tool, Vec::new())?);
+        self.register(&loaded, grants)?;
+        self.loaded.push(loaded);
+        Ok(())
+    }
+
+    fn register(&mut self, loaded: &Loaded, grants: ToolGrants) -> Result<(), LoadError> {
+        let d = loaded.tool.descriptor();
+        for name in std::iter::once(&d.name).chain(&d.aliases) {
+            if let Some(&i) = self.index.get(name) {
+                let other = &self.entries[i];
+                return Err(LoadError::Duplicate {
+                    name: name.clone(),
+                    other: format!("`{}` ({})", other.descriptor().name, other.tool.origin()),
+                });
+            }
+        }
+        let i = self.entries.len();
+        for name in std::iter::once(&d.name).chain(&d.aliases) {
+            self.index.insert(name.clone(), i);
+        }
+        self.entries.push(Arc::new(Entry {
+            tool: loaded.tool.clone(),
+            grants,
+            input_validator: loaded.input_validator.clone(),
+            output_validator: loaded.output_validator.clone(),
+        }));
+        Ok(())
+    }
+
+    /// The tool answering to `name` (a name or an alias).
+    pub fn get(&self, name: &str) -> Option<&Arc<Entry>> {
+        self.index.get(name).map(|&i| &self.entries[i])
+    }
+
+    /// Every tool, sorted by name.
+    pub fn entries(&self) -> Vec<&Arc<Entry>> {
+        let mut all: Vec<_> = self.entries.iter().collect();
+        all.sort_by(|a, b| a.descriptor().name.cmp(&b.descriptor().name));
+        all
+    }
+
+    /// How many tools are registered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The components that did not become tools, and why.
+    pub fn failures(&self) -> &[LoadFailure] {
+        &self.failures
+    }
+
+    /// A registry with only the tools `keep` accepts (for a sub-agent).
+    /// The tools themselves are shared, not reloaded.
+    ///
+    /// ```
+    /// # use airlock_host::Registry;
+    /// let all = Registry::new();
+    /// let readers = all.view(|d| d.flags.contains(airlock_host::SafetyFlags::READ_ONLY));
+    /// assert!(readers.is_empty());
+    /// ```
+    pub fn view(&self, keep: impl Fn(&Descriptor) -> bool) -> Registry {
+        let mut view = Registry {
+            loaded: self
+                .loaded
+                .iter()
+                .filter(|l| keep(l.tool.descriptor()))
+                .cloned()
+                .collect(),
+            load_failures: self.load_failures.clone(),
+            entries: self
+                .entries
+                .iter()
+                .filter(|e| keep(e.descriptor()))
+                .cloned()
+                .collect(),
+            index: HashMap::new(),
+            failures: self.failures.clone(),
+        };
+        view.reindex();
+        view
+    }
+}
+
+/// Checks a tool's descriptor and compiles its schemas.
+fn prepare(tool: Arc<dyn Tool>, network_imports: Vec<String>) -> Result<Loaded, LoadError> {
+    let d = tool.descriptor();
+    let problems = d.problems();
+    if !problems.is_empty() {
+        return Err(LoadError::InvalidDescriptor {
+            tool: d.name.clone(),
+            problems,
+        });
+    }
+    let schema_problem = |what: &str, e: String| LoadError::InvalidDescriptor {
+        tool: d.name.clone(),
+        problems: vec![format!("the {what} is not a usable JSON Schema: {e}")],
+    };
+    let input_validator =
+        compile_schema(&d.input_schema).map_err(|e| schema_problem("input schema", e))?;
+    let output_validator = d
+        .output_schema
+        .as_ref()
+        .map(compile_schema)
+        .transpose()
+        .map_err(|e| schema_problem("output schema", e))?;
+    Ok(Loaded {
+        input_validator: Arc::new(input_validator),
+        output_validator: output_validator.map(Arc::new),
+        network_imports,
+        tool,
+    })
+}
+
+/// The error for a tool that imports `wasi:http` without a network grant
+/// it could use.
+fn ungranted_network(
+    d: &Descriptor,
+    network_imports: &[String],
+    grants: &ToolGrants,
+) -> Option<LoadError> {
+    let import = network_imports.first()?;
+    if grants.network_possible(d) {
+        return None;
+    }
+    let how = if d.wants_network() {
+        format!(
+            "grant hosts with `--allow-host HOST`, or `network = [...]` under [tools.{}] in airlock.toml",
+            d.name
+        )
+    } else {
+        "the tool's descriptor asks for no network hosts, so it can never be granted one".into()
+    };
+    Some(LoadError::UngrantedImport {
+        import: import.clone(),
+        needs: "a network grant".into(),
+        how,
+    })
+}
+
+/// Compiles a tool's schema. Only local `$ref`s are allowed: a tool must
+/// not make the host fetch anything to understand its input.
+fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    if let Some(r) = find_remote_ref(schema) {
+        return Err(format!(
+            "it refers to {r:?}; only local references (#...) are allowed"
+        ));
+    }
+    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+}
+
+fn find_remote_ref(schema: &Value) -> Option<&str> {
+    let mut stack = vec![schema];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if (key == "$ref" || key == "$dynamicRef")
+                        && let Some(r) = value.as_str().filter(|r| !r.starts_with('#'))
+                    {
+                        return Some(r);
+                    }
+                    stack.push(value);
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The `*.wasm` files in `dir`, sorted by name.
+fn component_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        LoadError::Io(format!(
+            "cannot list the tool directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Reads a component file, refusing one larger than `limit` before
+/// reading it.
+fn read_component(path: &Path, limit: u64) -> Result<Arc<[u8]>, LoadError> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| LoadError::Io(e.to_string()))?
+        .len();
+    if size > limit {
+        return Err(LoadError::TooLarge { size, limit });
+    }
+    std::fs::read(path)
+        .map(Arc::from)
+        .map_err(|e| LoadError::Io(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn remote_refs_are_refused() {
+        assert!(compile_schema(&json!({"type": "object", "$defs": {"a": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a"}}})).is_ok());
+        let err = compile_schema(&json!({"type": "object", "properties": {"x": {"$ref": "https://evil.example/s.json"}}})).unwrap_err();
+        assert!(err.contains("evil.example"), "{err}");
+    }
+}

@@ -1,0 +1,382 @@
+//! The one host-side [`Tool`] trait, and the values that cross it.
+//!
+//! Every tool implements [`Tool`]: wasm components (through
+//! [`crate::engine::WasmTool`]), native built-ins, and proxied tools. The
+//! pipeline, registry and front ends see only this trait; nothing outside
+//! the engine knows a tool is wasm.
+//!
+//! A tool use is one [`Invocation`]: the pipeline creates it, passes it to
+//! `classify`, `validate`, `check_permissions` and `call` in that order,
+//! and fills in its [`CallGrants`] once the call's flags are known. A tool
+//! may keep per-use state in its scratch slot between those steps.
+
+use crate::descriptor::{Descriptor, SafetyFlags};
+use crate::error::CallError;
+use crate::grants::{CallGrants, FileStamp};
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+pub use tokio_util::sync::CancellationToken;
+
+/// A tool: described once, then classified, validated, checked and called
+/// once per use.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// The tool's descriptor.
+    fn descriptor(&self) -> &Descriptor;
+
+    /// Where the tool comes from (for listings and logs).
+    fn origin(&self) -> &ToolOrigin;
+
+    /// The flags of this input, when they differ from the descriptor's.
+    async fn classify(
+        &self,
+        _invocation: &mut Invocation,
+        _input: &Value,
+    ) -> Result<Option<SafetyFlags>, CallError> {
+        Ok(None)
+    }
+
+    /// Tool-specific validation, after the host checked the schema.
+    async fn validate(
+        &self,
+        _invocation: &mut Invocation,
+        _input: &Value,
+    ) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    /// The tool's own permission check.
+    async fn check_permissions(
+        &self,
+        _invocation: &mut Invocation,
+        _input: &Value,
+    ) -> Result<PermissionDecision, CallError> {
+        Ok(PermissionDecision::Passthrough)
+    }
+
+    /// Runs the tool with `invocation.grants`.
+    async fn call(
+        &self,
+        invocation: &mut Invocation,
+        input: &Value,
+    ) -> Result<ToolOutput, CallError>;
+}
+
+/// Where a tool comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "location", rename_all = "kebab-case")]
+pub enum ToolOrigin {
+    /// Built into this binary (the package name).
+    Bundled(String),
+    /// Loaded from a component file.
+    File(std::path::PathBuf),
+    /// Native code in the host, not sandboxed.
+    Native,
+}
+
+impl ToolOrigin {
+    /// Whether the tool runs inside the wasm sandbox.
+    pub fn sandboxed(&self) -> bool {
+        !matches!(self, ToolOrigin::Native)
+    }
+}
+
+impl std::fmt::Display for ToolOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolOrigin::Bundled(package) => write!(f, "bundled ({package})"),
+            ToolOrigin::File(path) => write!(f, "{}", path.display()),
+            ToolOrigin::Native => f.write_str("native"),
+        }
+    }
+}
+
+/// The tool's answer to "may this call go ahead?".
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "decision", content = "detail", rename_all = "kebab-case")]
+pub enum PermissionDecision {
+    /// Go ahead, optionally with a rewritten input.
+    Allow(Option<Value>),
+    /// Ask the user, saying why.
+    Ask(String),
+    /// Refuse, saying why.
+    Deny(String),
+    /// No opinion.
+    Passthrough,
+}
+
+/// A successful result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ToolOutput {
+    /// What the model sees.
+    pub content: Vec<ContentBlock>,
+    /// Structured output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+    /// Messages to add to the conversation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Message>,
+    /// Changes to the agent's context.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ContextChange>,
+    /// Metadata for the front end (MCP `_meta`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl ToolOutput {
+    /// A result of one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            content: vec![ContentBlock::Text(text.into())],
+            ..ToolOutput::default()
+        }
+    }
+
+    /// The content as one text: text blocks as they are, JSON blocks
+    /// serialised, images and links as one-line placeholders.
+    pub fn text_content(&self) -> String {
+        self.content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text(t) => t.clone(),
+                ContentBlock::Json(v) => v.to_string(),
+                ContentBlock::Image { mime_type, data } => {
+                    format!("[image: {mime_type}, {} bytes]", data.len())
+                }
+                ContentBlock::ResourceLink { uri, name, .. } => format!("[{name}]({uri})"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// One block of a result. It serialises as `{"type": "text", "text": ...}`,
+/// `{"type": "json", "json": ...}`, `{"type": "image", "mime_type": ...,
+/// "bytes": N}` (the data stays out of logs) or `{"type": "resource_link",
+/// ...}`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentBlock {
+    /// Plain text.
+    Text(String),
+    /// A JSON document.
+    Json(Value),
+    /// An image.
+    Image {
+        /// Its media type.
+        mime_type: String,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+    /// A link to a resource.
+    ResourceLink {
+        /// The URI.
+        uri: String,
+        /// A short name.
+        name: String,
+        /// A description.
+        description: Option<String>,
+        /// The media type.
+        mime_type: Option<String>,
+    },
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let value = match self {
+            ContentBlock::Text(text) => serde_json::json!({"type": "text", "text": text}),
+            ContentBlock::Json(json) => serde_json::json!({"type": "json", "json": json}),
+            ContentBlock::Image { mime_type, data } => {
+                serde_json::json!({"type": "image", "mime_type": mime_type, "bytes": data.len()})
+            }
+            ContentBlock::ResourceLink {
+                uri,
+                name,
+                description,
+                mime_type,
+            } => serde_json::json!({
+                "type": "resource_link",
+                "uri": uri,
+                "name": name,
+                "description": description,
+                "mime_type": mime_type,
+            }),
+        };
+        value.serialize(s)
+    }
+}
+
+/// Who a message is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
+}
+
+/// A message a tool adds to the conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// Its author.
+    pub role: Role,
+    /// Its text.
+    pub text: String,
+}
+
+/// A change a call asks for in the agent's context.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "change", rename_all = "kebab-case")]
+pub enum ContextChange {
+    /// A new working directory.
+    SetCwd {
+        /// The directory.
+        path: String,
+    },
+    /// Set an environment variable.
+    SetEnv {
+        /// Its name.
+        name: String,
+        /// Its value.
+        value: String,
+    },
+    /// Remove an environment variable.
+    UnsetEnv {
+        /// Its name.
+        name: String,
+    },
+    /// Set a key of the tool's own state.
+    SetState {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// The model has seen this file as it is now.
+    RecordFileRead {
+        /// The file.
+        path: String,
+    },
+}
+
+/// Progress of a running call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProgressEvent {
+    /// The tool use it belongs to.
+    pub tool_use_id: String,
+    /// What is happening.
+    pub message: String,
+    /// The fraction done, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f32>,
+}
+
+/// Where a call's progress goes. Sending never blocks: when the receiver
+/// falls behind, updates are dropped (progress is a hint, not a record).
+#[derive(Clone, Debug, Default)]
+pub struct ProgressSink {
+    tx: Option<mpsc::Sender<ProgressEvent>>,
+}
+
+impl ProgressSink {
+    /// A sink that drops everything.
+    pub fn none() -> Self {
+        ProgressSink { tx: None }
+    }
+
+    /// A sink and its receiver, holding up to `capacity` pending events.
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<ProgressEvent>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (ProgressSink { tx: Some(tx) }, rx)
+    }
+
+    /// Sends an event, or drops it when the receiver is behind or gone.
+    pub fn send(&self, event: ProgressEvent) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(event);
+        }
+    }
+}
+
+/// The agent's read-file-state cache, shared between the context and the
+/// calls that look at it.
+pub type ReadFiles = Arc<Mutex<lru::LruCache<String, FileStamp>>>;
+
+/// What a call knows about the agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallContext {
+    /// The working directory.
+    pub cwd: String,
+    /// The calling agent, when it is a sub-agent.
+    pub agent_id: Option<String>,
+    /// The tool's own state.
+    pub state: Vec<(String, String)>,
+}
+
+/// One tool use, as it passes through the pipeline.
+pub struct Invocation {
+    /// The tool use's id.
+    pub tool_use_id: String,
+    /// What the call knows about the agent.
+    pub context: CallContext,
+    /// What the call may touch; set by the pipeline before `validate`.
+    pub grants: CallGrants,
+    /// Cancellation of this use.
+    pub cancel: CancellationToken,
+    /// Where progress goes.
+    pub progress: ProgressSink,
+    /// The agent's read-file-state cache (read-only to tools).
+    pub read_files: ReadFiles,
+    scratch: Option<Box<dyn Any + Send>>,
+}
+
+impl Invocation {
+    /// A new tool use.
+    pub fn new(
+        tool_use_id: impl Into<String>,
+        context: CallContext,
+        grants: CallGrants,
+        read_files: ReadFiles,
+    ) -> Self {
+        Invocation {
+            tool_use_id: tool_use_id.into(),
+            context,
+            grants,
+            cancel: CancellationToken::new(),
+            progress: ProgressSink::none(),
+            read_files,
+            scratch: None,
+        }
+    }
+
+    /// The tool's per-use state of type `T`, if it stored one.
+    pub fn scratch<T: Send + 'static>(&mut self) -> Option<&mut T> {
+        self.scratch.as_mut()?.downcast_mut()
+    }
+
+    /// Stores per-use state, replacing any.
+    pub fn set_scratch<T: Send + 'static>(&mut self, value: T) {
+        self.scratch = Some(Box::new(value));
+    }
+
+    /// Drops the per-use state.
+    pub fn clear_scratch(&mut self) {
+        self.scratch = None;
+    }
+}
+
+impl std::fmt::Debug for Invocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invocation")
+            .field("tool_use_id", &self.tool_use_id)
+            .field("context", &self.context)
+            .field("grants", &self.grants)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,41 @@
+# Airlock's recipes. `just --list` shows them.
+
+# Where `airlock` looks for tools by default (see `config::default_tool_dir`).
+tools_dir := env_var_or_default("XDG_DATA_HOME", env_var("HOME") + "/.local/share") + "/airlock/tools"
+
+# The guest build shares its target directory with the build scripts of
+# `host` and `tests`, so nothing is compiled twice.
+guest_target := "target/guests"
+
+default:
+    @just --list
+
+# Build every tool in guest-tools/ to wasm32-wasip2 (release, size-optimised) and install it where airlock finds it.
+build-guests:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    packages=()
+    for manifest in guest-tools/*/Cargo.toml; do
+        packages+=(--package "$(sed -n 's/^name = "\(.*\)"$/\1/p' "$manifest" | head -n1)")
+    done
+    cargo build --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} "${packages[@]}"
+    mkdir -p "{{tools_dir}}"
+    for wasm in {{guest_target}}/wasm32-wasip2/guest/airlock_tool_*.wasm; do
+        name="$(basename "$wasm")"
+        cp "$wasm" "{{tools_dir}}/${name#airlock_tool_}"
+    done
+    echo "installed $(ls {{guest_target}}/wasm32-wasip2/guest/airlock_tool_*.wasm | wc -l) tools in {{tools_dir}}"
+
+# Run the test suites (the README's test command).
+test:
+    cargo test
+
+# Run the demo on the bundled tools (the README's demo command).
+demo:
+    cargo run -p airlock-host -- demo
+
+# Formatting and lints, for the host and for the guests' own target.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --target wasm32-wasip2 --target-dir {{guest_target}} $(for m in guest-tools/*/Cargo.toml tests/guests/*/Cargo.toml; do echo --package $(sed -n 's/^name = "\(.*\)"$/\1/p' $m | head -n1); done) -- -D warnings

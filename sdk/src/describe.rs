@@ -1,0 +1,191 @@
+//! [`Describe`]: the builder a tool fills in to describe itself; the SDK
+//! turns it into the WIT descriptor, deriving the input schema from the
+//! tool's input type.
+
+use crate::{Access, Flags, Interrupt, JsonSchema, wit};
+
+/// The default size above which the host spills a result to a file.
+pub const DEFAULT_MAX_RESULT_SIZE: u32 = 50_000;
+
+/// How a tool describes itself. Start with [`Describe::new`]; every other
+/// field has a safe default (no flags, no capabilities, cancel on interrupt).
+#[derive(Debug, Clone)]
+pub struct Describe {
+    name: String,
+    description: String,
+    title: Option<String>,
+    prompt: Option<String>,
+    aliases: Vec<String>,
+    flags: Flags,
+    interrupt: Interrupt,
+    defer_loading: bool,
+    max_result_size: u32,
+    workspace: Access,
+    network_hosts: Vec<String>,
+    env_vars: Vec<String>,
+    version: Option<String>,
+    output_schema: Option<serde_json::Value>,
+}
+
+impl Describe {
+    /// A tool named `name` (`^[a-zA-Z0-9_-]{1,64}$`) with a one- or
+    /// two-sentence description.
+    pub fn new(name: &str, description: &str) -> Self {
+        Describe {
+            name: name.into(),
+            description: description.into(),
+            title: None,
+            prompt: None,
+            aliases: Vec::new(),
+            flags: Flags::empty(),
+            interrupt: Interrupt::Cancel,
+            defer_loading: false,
+            max_result_size: DEFAULT_MAX_RESULT_SIZE,
+            workspace: Access::None,
+            network_hosts: Vec::new(),
+            env_vars: Vec::new(),
+            version: None,
+            output_schema: None,
+        }
+    }
+
+    /// The display name (defaults to the name).
+    pub fn title(mut self, title: &str) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// The full prompt for the model (defaults to the description).
+    pub fn prompt(mut self, prompt: &str) -> Self {
+        self.prompt = Some(prompt.into());
+        self
+    }
+
+    /// Another name the tool answers to.
+    pub fn alias(mut self, alias: &str) -> Self {
+        self.aliases.push(alias.into());
+        self
+    }
+
+    /// The safety flags for every input.
+    pub fn flags(mut self, flags: Flags) -> Self {
+        self.flags = flags;
+        self
+    }
+
+    /// What a user interrupt does to a running call.
+    pub fn interrupt(mut self, interrupt: Interrupt) -> Self {
+        self.interrupt = interrupt;
+        self
+    }
+
+    /// List the tool by name only until tool search returns it.
+    pub fn defer_loading(mut self, defer: bool) -> Self {
+        self.defer_loading = defer;
+        self
+    }
+
+    /// Results longer than this many characters are spilled to a file.
+    pub fn max_result_size(mut self, chars: u32) -> Self {
+        self.max_result_size = chars;
+        self
+    }
+
+    /// Asks for access to the workspace.
+    pub fn workspace(mut self, access: Access) -> Self {
+        self.workspace = access;
+        self
+    }
+
+    /// Asks to reach `host` over HTTP (`example.com`, `*.example.com`, `*`).
+    pub fn network_host(mut self, host: &str) -> Self {
+        self.network_hosts.push(host.into());
+        self
+    }
+
+    /// Asks to read the environment variable `name`.
+    pub fn env_var(mut self, name: &str) -> Self {
+        self.env_vars.push(name.into());
+        self
+    }
+
+    /// The tool's version (defaults to its crate's version).
+    pub fn version(mut self, version: &str) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Declares a structured output of type `T`.
+    pub fn output_schema<T: JsonSchema>(mut self) -> Self {
+        self.output_schema = Some(schema_of::<T>());
+        self
+    }
+
+    /// Builds the WIT descriptor, deriving the input schema from `I`.
+    pub(crate) fn into_descriptor<I: JsonSchema>(self, crate_version: &str) -> wit::Descriptor {
+        wit::Descriptor {
+            title: self.title.unwrap_or_else(|| self.name.clone()),
+            prompt: self.prompt.unwrap_or_else(|| self.description.clone()),
+            name: self.name,
+            aliases: self.aliases,
+            description: self.description,
+            input_schema: schema_of::<I>().to_string(),
+            output_schema: self.output_schema.map(|s| s.to_string()),
+            safety: self.flags,
+            interrupt: self.interrupt,
+            defer_loading: self.defer_loading,
+            max_result_size: self.max_result_size,
+            capabilities: wit::Capabilities {
+                workspace: self.workspace,
+                network_hosts: self.network_hosts,
+                env_vars: self.env_vars,
+            },
+            version: self.version.unwrap_or_else(|| crate_version.into()),
+        }
+    }
+}
+
+/// The JSON Schema of `T`, without the `$schema` and `title` keys (the
+/// dialect is 2020-12 everywhere Airlock sends it; the title is the Rust
+/// type's name, which means nothing to a model).
+fn schema_of<T: JsonSchema>() -> serde_json::Value {
+    let mut value = schemars::schema_for!(T).to_value();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("title");
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    /// Doc of the input.
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Input {
+        /// The file.
+        file_path: String,
+        #[serde(rename = "-i")]
+        case_insensitive: Option<bool>,
+    }
+
+    #[test]
+    fn derives_the_schema_from_the_input_type() {
+        let d = Describe::new("t", "A tool.")
+            .flags(Flags::READ_ONLY)
+            .workspace(Access::Read)
+            .into_descriptor::<Input>("1.2.3");
+        let schema: serde_json::Value = serde_json::from_str(&d.input_schema).unwrap();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["required"], serde_json::json!(["file_path"]));
+        assert!(schema["properties"]["-i"].is_object());
+        assert!(schema.get("$schema").is_none());
+        assert_eq!(d.version, "1.2.3");
+        assert_eq!(d.title, "t");
+        assert_eq!(d.prompt, "A tool.");
+        assert_eq!(d.safety, Flags::READ_ONLY);
+    }
+}

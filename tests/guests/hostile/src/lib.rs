@@ -1,0 +1,66 @@
+//! A hostile guest for the availability tests: the input's `attack` picks
+//! what it does to the host. `ok` returns normally, so a test can check
+//! the host still works after an attack.
+
+use airlock_sdk::{Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool};
+use serde::Deserialize;
+
+/// What to do.
+#[derive(Deserialize, JsonSchema)]
+struct HostileInput {
+    /// `ok`, `loop`, `alloc`, `recurse`, `print`, `panic` or `block`.
+    attack: String,
+    /// For `alloc`: how many MiB.
+    mib: Option<usize>,
+}
+
+struct Hostile;
+
+impl Tool for Hostile {
+    type Input = HostileInput;
+
+    fn describe() -> Describe {
+        Describe::new("hostile", "Attacks the host on demand.")
+            .flags(Flags::CONCURRENCY_SAFE | Flags::READ_ONLY)
+    }
+
+    fn call(input: HostileInput, _cx: &Context) -> Result<Output, ToolError> {
+        match input.attack.as_str() {
+            "ok" => Ok(Output::text("fine")),
+            "loop" => {
+                let mut x: u64 = 1;
+                loop {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let mib = input.mib.unwrap_or(1024);
+                let mut keep = Vec::new();
+                for _ in 0..mib {
+                    keep.push(std::hint::black_box(vec![1u8; 1 << 20]));
+                }
+                Ok(Output::text(format!("allocated {} MiB", keep.len())))
+            }
+            "recurse" => Ok(Output::text(format!(
+                "{}",
+                recurse(std::hint::black_box(1))
+            ))),
+            "print" => loop {
+                println!("flooding the host's stdout with a line that goes on and on and on");
+            },
+            "panic" => panic!("the hostile guest panicked on purpose"),
+            "block" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(Output::text("woke up"))
+            }
+            other => Err(ToolError::InvalidInput(format!("unknown attack {other}"))),
+        }
+    }
+}
+
+#[allow(unconditional_recursion)]
+fn recurse(n: u64) -> u64 {
+    std::hint::black_box(recurse(std::hint::black_box(n + 1))) + 1
+}
+
+export_tool!(Hostile);

@@ -1,0 +1,187 @@
+//! The sandbox holds against hostile guests: flags are enforced, time and
+//! memory are bounded, output is capped, ungranted imports never load, and
+//! the host keeps working after every attack.
+
+use airlock_host::config::ToolConfig;
+use airlock_host::{Config, ErrorClass, LoadError};
+use airlock_tests::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_guest_that_claims_read_only_cannot_write() {
+    let ws = workspace(&[("victim.txt", "untouched")]);
+    let (airlock, _dir) = with_component(guests::LIAR, workspace_config(ws.path())).await;
+    let mut cx = airlock.context();
+    let victim = path_in(ws.path(), "victim.txt");
+    for action in ["write", "append", "truncate", "create", "remove", "rename"] {
+        let r = call(
+            &airlock,
+            &mut cx,
+            "liar",
+            json!({"file_path": victim, "action": action}),
+        )
+        .await;
+        let e = err(&r);
+        assert_eq!(e.class, ErrorClass::Errno("EPERM".into()), "{action}: {e}");
+        assert!(
+            e.message.contains("not permitted"),
+            "{action}: {}",
+            e.message
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("victim.txt")).unwrap(),
+        "untouched"
+    );
+    let names: Vec<_> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["victim.txt"], "nothing was created or renamed");
+}
+
+fn hostile_config(timeout_ms: u64) -> Config {
+    grant(
+        config(),
+        "hostile",
+        ToolConfig {
+            timeout_ms: Some(timeout_ms),
+            ..ToolConfig::default()
+        },
+    )
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_stopped_by_the_epoch_deadline() {
+    let (airlock, _dir) = with_component(guests::HOSTILE, hostile_config(300)).await;
+    let mut cx = airlock.context();
+    let started = Instant::now();
+    let r = call(&airlock, &mut cx, "hostile", json!({"attack": "loop"})).await;
+    let elapsed = started.elapsed();
+    let e = err(&r);
+    assert_eq!(e.class, ErrorClass::Timeout, "{e}");
+    assert!(e.message.contains("longer than 300 ms"), "{}", e.message);
+    assert!(
+        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
+    assert_eq!(
+        ok_text(&call(&airlock, &mut cx, "hostile", json!({"attack": "ok"})).await),
+        "fine"
+    );
+}
+
+#[tokio::test]
+async fn a_guest_blocked_in_a_host_call_is_stopped_by_the_wall_clock() {
+    let (airlock, _dir) = with_component(guests::HOSTILE, hostile_config(300)).await;
+    let mut cx = airlock.context();
+    let started = Instant::now();
+    let r = call(&airlock, &mut cx, "hostile", json!({"attack": "block"})).await;
+    assert_eq!(err(&r).class, ErrorClass::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        ok_text(&call(&airlock, &mut cx, "hostile", json!({"attack": "ok"})).await),
+        "fine"
+    );
+}
+
+#[tokio::test]
+async fn memory_stack_output_and_panics_are_reported_by_class() {
+    let (airlock, _dir) = with_component(guests::HOSTILE, hostile_config(10_000)).await;
+    let mut cx = airlock.context();
+    let cases = [
+        (
+            json!({"attack": "alloc", "mib": 1024}),
+            ErrorClass::MemoryLimit,
+            "memory",
+        ),
+        (
+            json!({"attack": "recurse"}),
+            ErrorClass::StackOverflow,
+            "stack",
+        ),
+        (
+            json!({"attack": "print"}),
+            ErrorClass::OutputLimit,
+            "stdout",
+        ),
+        (
+            json!({"attack": "panic"}),
+            ErrorClass::Trap,
+            "panicked on purpose",
+        ),
+    ];
+    for (input, class, needle) in cases {
+        let r = call(&airlock, &mut cx, "hostile", input.clone()).await;
+        let e = err(&r);
+        assert_eq!(e.class, class, "{input}: {e}");
+        assert!(e.message.contains(needle), "{input}: {}", e.message);
+        assert_eq!(
+            ok_text(&call(&airlock, &mut cx, "hostile", json!({"attack": "ok"})).await),
+            "fine",
+            "after {input}"
+        );
+    }
+    let r = call(
+        &airlock,
+        &mut cx,
+        "hostile",
+        json!({"attack": "alloc", "mib": 16}),
+    )
+    .await;
+    assert_eq!(
+        ok_text(&r),
+        "allocated 16 MiB",
+        "allocations under the limit succeed"
+    );
+}
+
+#[tokio::test]
+async fn raw_sockets_never_load() {
+    let (airlock, _dir) = with_component(guests::SOCKETS, config()).await;
+    assert!(airlock.registry().get("sockets").is_none());
+    let failures = airlock.registry().failures();
+    assert_eq!(failures.len(), 1);
+    match &failures[0].error {
+        LoadError::ForbiddenImport { import, reason } => {
+            assert!(import.starts_with("wasi:sockets/"), "{import}");
+            assert!(reason.contains("never granted"), "{reason}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(failures[0].error.to_string().contains("wasi:sockets/"));
+}
+
+#[tokio::test]
+async fn cancellation_stops_a_spinning_guest_within_a_tick() {
+    use airlock_host::tool::CancellationToken;
+    use airlock_host::{CallControl, ToolUse};
+    let (airlock, _dir) = with_component(guests::HOSTILE, hostile_config(30_000)).await;
+    let mut cx = airlock.context();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let cancelled_at = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+        Instant::now()
+    });
+    let r = airlock
+        .call_with(
+            &mut cx,
+            ToolUse::new("c1", "hostile", json!({"attack": "loop"})),
+            CallControl {
+                cancel,
+                ..CallControl::default()
+            },
+        )
+        .await;
+    let stopped = Instant::now();
+    assert_eq!(err(&r).class, ErrorClass::Cancelled);
+    let latency = stopped - cancelled_at.await.unwrap();
+    assert!(latency < Duration::from_millis(500), "{latency:?}");
+}
