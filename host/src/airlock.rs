@@ -1,16 +1,22 @@
 //! [`Airlock`]: the host as an embedder holds it: the engine, the resolved
-//! grants and the registry, with one method to run a tool use.
+//! grants, the registry and the policy (permission rules, hooks, the
+//! prompter, the results directory), with one method to run a tool use
+//! and one to start a streaming executor.
 
 use crate::config::Config;
 use crate::context::ToolContext;
 use crate::descriptor::Descriptor;
 use crate::engine::Engine;
+use crate::executor::Executor;
 use crate::grants::Grants;
+use crate::pipeline::hooks::Hooks;
+use crate::pipeline::permissions::{DenyPrompter, PermissionPrompter, PermissionRules};
+use crate::pipeline::results::ResultStore;
 use crate::pipeline::{self, CallControl, ToolResult, ToolUse};
 use crate::registry::Registry;
 use std::sync::Arc;
 
-/// A loaded host: tools, grants and limits, ready to run tool uses.
+/// A loaded host: tools, grants, limits and policy, ready to run tool uses.
 ///
 /// ```no_run
 /// # async fn example() -> anyhow::Result<()> {
@@ -27,55 +33,115 @@ use std::sync::Arc;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Airlock {
     engine: Engine,
     grants: Arc<Grants>,
     registry: Arc<Registry>,
+    policy: Arc<Policy>,
+}
+
+/// What every call is checked against, besides the grants.
+struct Policy {
+    rules: PermissionRules,
+    hooks: Hooks,
+    prompter: Arc<dyn PermissionPrompter>,
+    results: Option<ResultStore>,
+}
+
+impl std::fmt::Debug for Airlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Airlock")
+            .field("registry", &self.registry)
+            .field("hooks", &self.policy.hooks)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Airlock {
-    /// Resolves the grants in `config`, starts the engine and loads the
-    /// tools. Fails only when the configuration itself is unusable; tools
-    /// that fail to load are listed in [`Registry::failures`].
+    /// Resolves the grants in `config`, starts the engine, loads the tools
+    /// and the hooks, and parses the permission rules. Fails only when the
+    /// configuration itself is unusable; tools that fail to load are listed
+    /// in [`Registry::failures`]. Permission prompts are denied until
+    /// [`Airlock::with_prompter`] installs a prompter.
     pub async fn new(config: Config) -> anyhow::Result<Airlock> {
         let grants = Arc::new(Grants::from_config(&config)?);
         let engine = Engine::new(&config.limits)?;
-        let registry = Arc::new(Registry::load(&engine, &grants).await);
+        let registry = Registry::load(&engine, &grants).await;
+        Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
+    }
+
+    /// An Airlock over an engine, grants and a registry built by hand (for
+    /// embedders that register native tools); policy comes from the grants'
+    /// configuration.
+    pub async fn from_parts(
+        engine: Engine,
+        grants: Arc<Grants>,
+        registry: Registry,
+    ) -> anyhow::Result<Airlock> {
+        Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
+    }
+
+    async fn assemble(
+        engine: Engine,
+        grants: Arc<Grants>,
+        registry: Registry,
+        prompter: Arc<dyn PermissionPrompter>,
+    ) -> anyhow::Result<Airlock> {
+        let config = grants.config();
+        let rules = PermissionRules::from_config(&config.permissions)
+            .map_err(|e| anyhow::anyhow!("permissions: {e}"))?;
+        let hooks = Hooks::load(&config.hooks, &engine).await?;
+        let results = ResultStore::new(&grants);
         Ok(Airlock {
             engine,
+            registry: Arc::new(registry),
+            policy: Arc::new(Policy {
+                rules,
+                hooks,
+                prompter,
+                results,
+            }),
             grants,
-            registry,
         })
     }
 
-    /// An Airlock over an existing engine, grants and registry (for
-    /// embedders that add native tools to the registry themselves).
-    pub fn from_parts(engine: Engine, grants: Arc<Grants>, registry: Registry) -> Airlock {
+    /// The same host, asking `prompter` when a call needs the user's
+    /// permission.
+    pub fn with_prompter(&self, prompter: Arc<dyn PermissionPrompter>) -> Airlock {
+        let p = &self.policy;
         Airlock {
-            engine,
-            grants,
-            registry: Arc::new(registry),
+            policy: Arc::new(Policy {
+                rules: p.rules.clone(),
+                hooks: p.hooks.clone(),
+                prompter,
+                results: ResultStore::new(&self.grants),
+            }),
+            ..self.clone()
         }
     }
 
-    /// The same tools under the grants of `config`, without recompiling
-    /// anything. When `config` names other tool sources or other limits,
-    /// the tools are loaded afresh instead.
+    /// The same tools under `config`'s grants and policy, without
+    /// recompiling them. When `config` names other tool sources or other
+    /// limits, the tools are loaded afresh instead.
     pub async fn with_config(&self, config: Config) -> anyhow::Result<Airlock> {
         let old = self.grants.config();
         let same_sources = config.bundled_tools == old.bundled_tools
             && config.effective_tool_dirs() == old.effective_tool_dirs();
         if !same_sources || &config.limits != self.engine.limits() {
-            return Airlock::new(config).await;
+            return Ok(Airlock::new(config)
+                .await?
+                .with_prompter(self.policy.prompter.clone()));
         }
         let grants = Arc::new(Grants::from_config(&config)?);
-        let registry = Arc::new(self.registry.regrant(&grants));
-        Ok(Airlock {
-            engine: self.engine.clone(),
+        let registry = self.registry.regrant(&grants);
+        Airlock::assemble(
+            self.engine.clone(),
             grants,
             registry,
-        })
+            self.policy.prompter.clone(),
+        )
+        .await
     }
 
     /// The tools.
@@ -93,17 +159,34 @@ impl Airlock {
         &self.engine
     }
 
-    /// A fresh agent context.
-    pub fn context(&self) -> ToolContext {
-        ToolContext::new(&self.grants)
+    /// The hooks.
+    pub fn hooks(&self) -> &Hooks {
+        &self.policy.hooks
     }
 
-    /// The same host with only the tools `keep` accepts: a sub-agent's view.
+    /// Who is asked when a call needs permission.
+    pub fn prompter(&self) -> &dyn PermissionPrompter {
+        self.policy.prompter.as_ref()
+    }
+
+    /// Where oversized results are saved, if anywhere.
+    pub fn results(&self) -> Option<&ResultStore> {
+        self.policy.results.as_ref()
+    }
+
+    /// A fresh agent context. Tools that a bare deny rule names (`"fetch"`)
+    /// are not in its view at all.
+    pub fn context(&self) -> ToolContext {
+        let rules = &self.policy.rules;
+        let tools = Arc::new(self.registry.view(|d| !rules.hides(d)));
+        ToolContext::new(&self.grants, tools, rules.clone())
+    }
+
+    /// The same host with only the tools `keep` accepts in its registry.
     pub fn view(&self, keep: impl Fn(&Descriptor) -> bool) -> Airlock {
         Airlock {
-            engine: self.engine.clone(),
-            grants: self.grants.clone(),
             registry: Arc::new(self.registry.view(keep)),
+            ..self.clone()
         }
     }
 
@@ -120,5 +203,11 @@ impl Airlock {
         control: CallControl,
     ) -> ToolResult {
         pipeline::run(self, cx, tool_use, control).await
+    }
+
+    /// Starts a streaming executor over `cx`: add tool uses as they arrive
+    /// from the model, read results in order.
+    pub fn executor(&self, cx: ToolContext) -> Executor {
+        Executor::new(self.clone(), cx)
     }
 }

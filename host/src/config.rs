@@ -19,6 +19,8 @@
 //! ```
 
 use crate::descriptor::WorkspaceAccess;
+use crate::pipeline::hooks::{HookSpec, HooksConfig};
+use crate::pipeline::permissions::PermissionsConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,6 +48,16 @@ pub struct Config {
     /// Grants per tool name; `"*"` applies to every tool.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Where results too large to return are saved (default:
+    /// `.airlock/results` in the workspace).
+    #[serde(default)]
+    pub results_dir: Option<PathBuf>,
+    /// Permission rules and the starting mode (Claude Code's `permissions`).
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
+    /// Pre- and post-tool hooks (Claude Code's `hooks`).
+    #[serde(default)]
+    pub hooks: HooksConfig,
 }
 
 fn yes() -> bool {
@@ -65,6 +77,9 @@ impl Default for Config {
             workspace_access: WorkspaceAccess::ReadWrite,
             limits: Limits::default(),
             tools: BTreeMap::new(),
+            results_dir: None,
+            permissions: PermissionsConfig::default(),
+            hooks: HooksConfig::default(),
         }
     }
 }
@@ -220,6 +235,21 @@ impl Config {
                 fix(&mut mount.host);
             }
         }
+        if let Some(dir) = &mut config.results_dir {
+            fix(dir);
+        }
+        for group in config
+            .hooks
+            .pre_tool_use
+            .iter_mut()
+            .chain(&mut config.hooks.post_tool_use)
+        {
+            for hook in &mut group.hooks {
+                if let HookSpec::Wasm { component, .. } = hook {
+                    fix(component);
+                }
+            }
+        }
         Ok(config)
     }
 
@@ -340,6 +370,41 @@ mod tests {
             PathBuf::from("/etc/airlock/data")
         );
         assert_eq!(c.tools["x"].mounts[0].access, WorkspaceAccess::Read);
+    }
+
+    #[test]
+    fn permissions_and_hooks_take_claude_codes_shape() {
+        let c = Config::from_toml(
+            r#"
+            [permissions]
+            allow = ["read"]
+            deny = ["Read(./.env)"]
+            defaultMode = "acceptEdits"
+            [[hooks.PreToolUse]]
+            matcher = "write|edit"
+            hooks = [{ type = "command", command = "./check.sh", timeout = 5 }]
+            [[hooks.PostToolUse]]
+            hooks = [{ type = "wasm", component = "hook.wasm" }]
+            "#,
+            Some(Path::new("/etc/airlock")),
+        )
+        .unwrap();
+        assert_eq!(c.permissions.deny, ["Read(./.env)"]);
+        assert_eq!(
+            c.permissions.default_mode,
+            crate::pipeline::permissions::PermissionMode::AcceptEdits
+        );
+        assert_eq!(
+            c.hooks.pre_tool_use[0].matcher.as_deref(),
+            Some("write|edit")
+        );
+        assert_eq!(
+            c.hooks.post_tool_use[0].hooks[0],
+            HookSpec::Wasm {
+                component: PathBuf::from("/etc/airlock/hook.wasm"),
+                timeout: None
+            }
+        );
     }
 
     #[test]

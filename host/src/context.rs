@@ -1,7 +1,15 @@
 //! [`ToolContext`]: the agent's world as tools see it (the seed's
-//! ToolUseContext): the working directory, environment, each tool's own
-//! state, and the read-file-state cache, plus the rules for applying the
-//! context changes a call returns.
+//! ToolUseContext): the tools in view, the working directory, environment,
+//! each tool's own state, the read-file-state cache, the abort handle (the
+//! user's interrupt), the agent's id, its permission mode and rules, and
+//! the denials so far; plus the rules for applying the context changes a
+//! call returns.
+//!
+//! A context is cheap to clone: a clone is a snapshot of the values (cwd,
+//! env, state, mode) that shares the caches and records (read files,
+//! denials, "always allow" rules, the abort handle). The pipeline runs a
+//! call against a snapshot and the owner applies its changes with
+//! [`ToolContext::finish`].
 //!
 //! Invariants: the cwd is always a directory some grant reaches (a change
 //! to anything else is refused); a recorded file read carries the host's
@@ -9,12 +17,17 @@
 //! calls change the cwd, env or state, while any call may record a read
 //! (a fact, which commutes with other facts).
 
-use crate::descriptor::is_env_name;
+use crate::descriptor::{Descriptor, is_env_name};
 use crate::grants::{CallGrants, FileStamp, Grants, normalize_guest};
-use crate::tool::{CallContext, ContextChange, ReadFiles};
+use crate::pipeline::permissions::{
+    DecisionSource, PermissionMode, PermissionRules, Rule, RuleKind,
+};
+use crate::pipeline::{Completed, ToolResult};
+use crate::registry::Registry;
+use crate::tool::{CallContext, CancellationToken, ContextChange, ReadFiles};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 /// How many file reads the cache remembers.
 pub const READ_FILE_CACHE: usize = 1000;
@@ -24,31 +37,175 @@ const MAX_STATE_KEYS: usize = 256;
 const MAX_STATE_KEY: usize = 256;
 const MAX_STATE_VALUE: usize = 64 << 10;
 
+/// A call that was not allowed.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Denial {
+    /// The tool use's id.
+    pub tool_use_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Who denied it.
+    pub source: DecisionSource,
+    /// Why.
+    pub reason: String,
+}
+
 /// The agent's context.
 #[derive(Clone, Debug)]
 pub struct ToolContext {
+    tools: Arc<Registry>,
     cwd: String,
     env: BTreeMap<String, String>,
     state: BTreeMap<String, BTreeMap<String, String>>,
-    read_files: ReadFiles,
+    mode: PermissionMode,
+    session_id: String,
     agent_id: Option<String>,
+    read_files: ReadFiles,
+    rules: Arc<RwLock<PermissionRules>>,
+    denials: Arc<Mutex<Vec<Denial>>>,
+    abort: CancellationToken,
+}
+
+fn new_read_files() -> ReadFiles {
+    Arc::new(Mutex::new(lru::LruCache::new(
+        NonZeroUsize::new(READ_FILE_CACHE).expect("the cache size is not zero"),
+    )))
+}
+
+/// A session id: the time and process, enough to tell sessions apart in
+/// hook logs (it is not a secret).
+fn new_session_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "airlock-{:x}-{:x}-{}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl ToolContext {
-    /// A fresh context: the cwd is the workspace (or `/` without one).
-    pub fn new(grants: &Grants) -> Self {
+    /// A fresh context over `tools`: the cwd is the workspace (or `/`
+    /// without one), the mode and rules are the configuration's.
+    pub fn new(grants: &Grants, tools: Arc<Registry>, rules: PermissionRules) -> Self {
         let cwd = grants
             .workspace()
             .map_or_else(|| "/".to_string(), |w| w.guest.clone());
         ToolContext {
+            tools,
             cwd,
             env: BTreeMap::new(),
             state: BTreeMap::new(),
-            read_files: Arc::new(Mutex::new(lru::LruCache::new(
-                NonZeroUsize::new(READ_FILE_CACHE).expect("the cache size is not zero"),
-            ))),
+            mode: grants.config().permissions.default_mode,
+            session_id: new_session_id(),
             agent_id: None,
+            read_files: new_read_files(),
+            rules: Arc::new(RwLock::new(rules)),
+            denials: Arc::default(),
+            abort: CancellationToken::new(),
         }
+    }
+
+    /// A context for a sub-agent: its own id, only the tools `keep`
+    /// accepts, a copy of this context's cwd, env, mode, rules and file
+    /// reads, and an abort handle that this context's interrupt also fires.
+    pub fn sub_agent(
+        &self,
+        agent_id: impl Into<String>,
+        keep: impl Fn(&Descriptor) -> bool,
+    ) -> ToolContext {
+        let files = self
+            .read_files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let rules = self.rules().clone();
+        ToolContext {
+            tools: Arc::new(self.tools.view(keep)),
+            agent_id: Some(agent_id.into()),
+            read_files: Arc::new(Mutex::new(files)),
+            rules: Arc::new(RwLock::new(rules)),
+            denials: Arc::default(),
+            abort: self.abort.child_token(),
+            ..self.clone()
+        }
+    }
+
+    /// The tools in view.
+    pub fn tools(&self) -> &Arc<Registry> {
+        &self.tools
+    }
+
+    /// The permission mode.
+    pub fn mode(&self) -> PermissionMode {
+        self.mode
+    }
+
+    /// Changes the permission mode.
+    pub fn set_mode(&mut self, mode: PermissionMode) {
+        self.mode = mode;
+    }
+
+    /// The session's id (sent to hooks).
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The permission rules in force (the configuration's, plus "always
+    /// allow" answers).
+    pub fn rules(&self) -> RwLockReadGuard<'_, PermissionRules> {
+        self.rules.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a rule for the rest of this context (and its snapshots).
+    pub fn add_rule(&self, kind: RuleKind, rule: Rule) {
+        self.rules
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(kind, rule);
+    }
+
+    /// The calls denied so far.
+    pub fn denials(&self) -> Vec<Denial> {
+        self.denials
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records a denial.
+    pub fn record_denial(&self, denial: Denial) {
+        tracing::info!(tool = %denial.tool, source = %denial.source, "call denied: {}", denial.reason);
+        self.denials
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(denial);
+    }
+
+    /// The abort handle: cancelling it is the user's interrupt.
+    pub fn abort_handle(&self) -> &CancellationToken {
+        &self.abort
+    }
+
+    /// A fresh abort handle, after an interrupt has been handled.
+    pub fn renew_abort(&mut self) {
+        self.abort = CancellationToken::new();
+    }
+
+    /// Applies a completed call's context changes (see [`ToolContext::apply`])
+    /// and returns its result, with any refused changes noted on it.
+    pub fn finish(&mut self, completed: Completed, exclusive: bool) -> ToolResult {
+        let Completed {
+            mut result,
+            changes,
+            grants,
+        } = completed;
+        result.refused_changes = self.apply(&result.name, &changes, &grants, exclusive);
+        result
     }
 
     /// The working directory.
@@ -69,11 +226,6 @@ impl ToolContext {
     /// The calling agent's id, for a sub-agent's context.
     pub fn agent_id(&self) -> Option<&str> {
         self.agent_id.as_deref()
-    }
-
-    /// Sets the agent id (for a sub-agent's context).
-    pub fn set_agent_id(&mut self, id: Option<String>) {
-        self.agent_id = id;
     }
 
     /// The read-file-state cache.
@@ -219,6 +371,14 @@ mod tests {
     use crate::descriptor::SafetyFlags;
     use std::time::Duration;
 
+    fn context(grants: &Grants) -> ToolContext {
+        ToolContext::new(
+            grants,
+            Arc::new(Registry::new()),
+            PermissionRules::default(),
+        )
+    }
+
     fn setup() -> (tempfile::TempDir, Grants, CallGrants) {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("sub")).unwrap();
@@ -228,21 +388,7 @@ mod tests {
             ..Config::default()
         };
         let grants = Grants::from_config(&config).unwrap();
-        let mut d = crate::descriptor::Descriptor {
-            name: "t".into(),
-            aliases: vec![],
-            title: "t".into(),
-            description: "t".into(),
-            prompt: "t".into(),
-            input_schema: serde_json::json!({"type": "object"}),
-            output_schema: None,
-            flags: SafetyFlags::empty(),
-            interrupt: crate::descriptor::InterruptBehavior::Cancel,
-            defer_loading: false,
-            max_result_size: 1,
-            capabilities: Default::default(),
-            version: "1".into(),
-        };
+        let mut d = Descriptor::new("t", "t");
         d.capabilities.workspace = crate::descriptor::WorkspaceAccess::Read;
         let call =
             grants
@@ -256,7 +402,7 @@ mod tests {
     #[test]
     fn applies_checked_changes() {
         let (_tmp, grants, call) = setup();
-        let mut cx = ToolContext::new(&grants);
+        let mut cx = context(&grants);
         let root = cx.cwd().to_string();
         let refused = cx.apply(
             "t",
@@ -294,7 +440,7 @@ mod tests {
     #[test]
     fn refuses_what_the_call_could_not_reach() {
         let (_tmp, grants, call) = setup();
-        let mut cx = ToolContext::new(&grants);
+        let mut cx = context(&grants);
         let root = cx.cwd().to_string();
         let refused = cx.apply(
             "t",
@@ -322,9 +468,42 @@ mod tests {
     }
 
     #[test]
+    fn snapshots_share_records_but_not_values() {
+        let (_tmp, grants, call) = setup();
+        let mut cx = context(&grants);
+        let snapshot = cx.clone();
+        cx.apply(
+            "t",
+            &[ContextChange::SetEnv {
+                name: "A".into(),
+                value: "1".into(),
+            }],
+            &call,
+            true,
+        );
+        assert!(snapshot.env().is_empty(), "a snapshot keeps its values");
+        snapshot.add_rule(RuleKind::Allow, Rule::parse("write").unwrap());
+        snapshot.record_denial(Denial {
+            tool_use_id: "x".into(),
+            tool: "t".into(),
+            source: DecisionSource::User,
+            reason: "no".into(),
+        });
+        assert_eq!(cx.denials().len(), 1, "denials are shared");
+        let sub = cx.sub_agent("helper", |d| d.name == "read");
+        assert_eq!(sub.agent_id(), Some("helper"));
+        assert!(sub.denials().is_empty());
+        cx.abort_handle().cancel();
+        assert!(
+            sub.abort_handle().is_cancelled(),
+            "the parent's interrupt reaches the sub-agent"
+        );
+    }
+
+    #[test]
     fn concurrent_calls_only_record_reads() {
         let (_tmp, grants, call) = setup();
-        let mut cx = ToolContext::new(&grants);
+        let mut cx = context(&grants);
         let refused = cx.apply(
             "t",
             &[

@@ -268,6 +268,39 @@ pub struct Descriptor {
     pub version: String,
 }
 
+impl Descriptor {
+    /// A descriptor with safe defaults, for native tools: an input schema
+    /// taking any object, no flags, cancel on interrupt, the default maximum
+    /// result size, no capabilities. Set the fields that differ.
+    ///
+    /// ```
+    /// use airlock_host::{Descriptor, SafetyFlags};
+    /// let mut d = Descriptor::new("tool_search", "Finds tools by name or description.");
+    /// d.flags = SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE;
+    /// assert!(d.problems().is_empty());
+    /// ```
+    pub fn new(name: &str, description: &str) -> Descriptor {
+        Descriptor {
+            name: name.into(),
+            aliases: Vec::new(),
+            title: name.into(),
+            description: description.into(),
+            prompt: description.into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            flags: SafetyFlags::empty(),
+            interrupt: InterruptBehavior::Cancel,
+            defer_loading: false,
+            max_result_size: DEFAULT_MAX_RESULT_SIZE,
+            capabilities: Capabilities::default(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// The size above which results are spilled, unless a tool says otherwise.
+pub const DEFAULT_MAX_RESULT_SIZE: u32 = 50_000;
+
 /// Whether `name` is portable across MCP, Anthropic and OpenAI.
 pub fn is_portable_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
@@ -400,21 +433,10 @@ mod tests {
     use serde_json::json;
 
     fn descriptor() -> Descriptor {
-        Descriptor {
-            name: "read".into(),
-            aliases: vec!["Read".into()],
-            title: "Read".into(),
-            description: "Reads a file.".into(),
-            prompt: "Reads a file.".into(),
-            input_schema: json!({"type": "object", "properties": {}}),
-            output_schema: None,
-            flags: SafetyFlags::READ_ONLY,
-            interrupt: InterruptBehavior::Cancel,
-            defer_loading: false,
-            max_result_size: 1000,
-            capabilities: Capabilities::default(),
-            version: "0.1.0".into(),
-        }
+        let mut d = Descriptor::new("read", "Reads a file.");
+        d.aliases = vec!["Read".into()];
+        d.flags = SafetyFlags::READ_ONLY;
+        d
     }
 
     #[test]

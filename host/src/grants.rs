@@ -470,29 +470,16 @@ fn check_nesting(all: &[(Arc<HostMount>, bool, String)]) -> Result<(), LoadError
 mod tests {
     use super::*;
     use crate::config::{MountConfig, ToolConfig};
-    use crate::descriptor::{Capabilities, InterruptBehavior};
-    use serde_json::json;
+    use crate::descriptor::Capabilities;
 
     fn descriptor(access: WorkspaceAccess, hosts: &[&str], env: &[&str]) -> Descriptor {
-        Descriptor {
-            name: "t".into(),
-            aliases: vec![],
-            title: "t".into(),
-            description: "t".into(),
-            prompt: "t".into(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-            flags: SafetyFlags::empty(),
-            interrupt: InterruptBehavior::Cancel,
-            defer_loading: false,
-            max_result_size: 100,
-            capabilities: Capabilities {
-                workspace: access,
-                network_hosts: hosts.iter().map(|s| s.to_string()).collect(),
-                env_vars: env.iter().map(|s| s.to_string()).collect(),
-            },
-            version: "1".into(),
-        }
+        let mut d = Descriptor::new("t", "t");
+        d.capabilities = Capabilities {
+            workspace: access,
+            network_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            env_vars: env.iter().map(|s| s.to_string()).collect(),
+        };
+        d
     }
 
     fn config_with_workspace(dir: &Path) -> Config {

@@ -11,12 +11,18 @@
 //! - [`config`]: `airlock.toml`; [`grants`]: what each tool and call gets;
 //! - [`engine`]: wasmtime, the linker allowlist, the [`WasmTool`] adapter;
 //! - [`registry`]: the tools by name, loaded and checked;
-//! - [`context`]: the agent's cwd, env, state and read-file cache;
-//! - [`pipeline`]: one tool use from input to result.
+//! - [`context`]: the agent's cwd, env, state, read-file cache, mode and
+//!   denials;
+//! - [`pipeline`]: one tool use from input to result: validation, hooks,
+//!   permission, the call, result processing, telemetry;
+//! - [`executor`]: many tool uses as a model streams them, scheduled by
+//!   their flags, results in order;
+//! - [`adapters`]: model API formats in and out.
 //!
 //! [`Airlock`] bundles them for an embedder; the `airlock` binary (feature
 //! `cli`) is a thin front end over it.
 
+pub mod adapters;
 pub mod airlock;
 pub mod bundled;
 #[cfg(feature = "cli")]
@@ -26,6 +32,7 @@ pub mod context;
 pub mod descriptor;
 pub mod engine;
 pub mod error;
+pub mod executor;
 pub mod grants;
 pub mod json;
 pub mod pipeline;
@@ -39,7 +46,11 @@ pub use context::ToolContext;
 pub use descriptor::{Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess};
 pub use engine::{Engine, WasmTool};
 pub use error::{CallError, ErrorClass, LoadError};
+pub use executor::{Executor, ExecutorEvent, ExecutorHandle};
 pub use grants::Grants;
+pub use pipeline::permissions::{
+    PermissionAnswer, PermissionMode, PermissionPrompter, PermissionRequest,
+};
 pub use pipeline::{CallControl, ToolResult, ToolUse};
 pub use registry::Registry;
 pub use tool::{ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput};

@@ -198,5 +198,207 @@ fn the_demo_runs_end_to_end() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("all as expected"), "{stdout}");
-    assert!(stdout.contains("[15/15]"), "{stdout}");
+    assert!(stdout.contains("[16/16]"), "{stdout}");
+    assert!(stdout.contains("timeline of turn 1"), "{stdout}");
+}
+
+fn airlock_with_stdin(home: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("AIRLOCK_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the airlock binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn json_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
+    text(bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn calls_that_need_permission_are_denied_without_a_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let dir = ws.path().to_str().unwrap();
+    let write = r#"{"file_path":"n.txt","content":"x"}"#;
+    let out = airlock(home.path(), &["--workspace", dir, "call", "write", write]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--yes"), "{}", text(&out.stderr));
+    assert!(!ws.path().join("n.txt").exists());
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "--mode",
+            "plan",
+            "--yes",
+            "call",
+            "write",
+            write,
+        ],
+    );
+    assert!(
+        text(&out.stderr).contains("Plan mode"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = airlock(
+        home.path(),
+        &["--workspace", dir, "--yes", "call", "write", write],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(ws.path().join("n.txt").exists());
+    let out = airlock(home.path(), &["--mode", "yolo", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn run_executes_json_lines_in_order() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let input = concat!(
+        r#"{"id":"1","name":"read","input":{"file_path":"a.txt"}}"#,
+        "\n",
+        r#"{"id":"2","name":"read","input":{"file_path":"missing.txt"}}"#,
+        "\n",
+        "\n",
+        r#"{"name":"ls","input":{}}"#,
+        "\n",
+    );
+    let out = airlock_with_stdin(
+        home.path(),
+        &["--workspace", ws.path().to_str().unwrap(), "run"],
+        input,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "one use failed: {}",
+        text(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["1", "2", "use-4"]);
+    assert_eq!(lines[0]["is_error"], false);
+    assert_eq!(lines[0]["content"], "     1\talpha");
+    assert_eq!(lines[1]["is_error"], true);
+    assert!(
+        lines[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist")
+    );
+
+    let out = airlock_with_stdin(home.path(), &["run"], "not json\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("line 1 is not JSON"));
+}
+
+#[test]
+fn run_replays_a_recorded_anthropic_stream_with_a_timeline() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("src/lib.rs"), "pub fn greet() {}\n").unwrap();
+    let timeline = home.path().join("timeline.jsonl");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/agent-turn.jsonl"
+    );
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "run",
+            fixture,
+            "--replay-timing",
+            "--timeline",
+            timeline.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["toolu_01", "toolu_02", "toolu_03"]);
+    assert!(
+        lines[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("pub fn greet")
+    );
+
+    let events = json_lines(&std::fs::read(&timeline).unwrap());
+    let at = |id: &str, event: &str| {
+        events
+            .iter()
+            .find(|e| e["tool_use_id"] == id && e["event"] == event)
+            .and_then(|e| e["t_ms"].as_f64())
+            .unwrap_or_else(|| panic!("no {event} for {id}"))
+    };
+    // The grep started while the sleep (1.5 s from 0.38 s) was still running,
+    // long before the message ended at 1.8 s: streaming, not waiting.
+    assert!(at("toolu_02", "started") < at("toolu_01", "finished"));
+    assert!(at("toolu_02", "started") < 1700.0);
+    assert!(at("toolu_01", "started") < 600.0);
+}
+
+#[test]
+fn run_answers_a_block_with_broken_json_with_an_error() {
+    let home = tempfile::tempdir().unwrap();
+    let stream = concat!(
+        r#"event: content_block_start"#,
+        "\n",
+        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_x","name":"sleep","input":{}}}"#,
+        "\n",
+        "\n",
+        r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"ms\": 1"}}"#,
+        "\n",
+        r#"data: {"type":"content_block_stop","index":0}"#,
+        "\n",
+        r#"data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_y","name":"sleep","input":{}}}"#,
+        "\n",
+        r#"data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"ms\": 1}"}}"#,
+        "\n",
+        r#"data: {"type":"content_block_stop","index":1}"#,
+        "\n",
+        r#"data: {"type":"message_stop"}"#,
+        "\n",
+    );
+    let out = airlock_with_stdin(home.path(), &["run"], stream);
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 2, "{}", text(&out.stderr));
+    assert_eq!(lines[0]["tool_use_id"], "toolu_x");
+    assert_eq!(lines[0]["is_error"], true);
+    assert!(
+        lines[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("INVALID_JSON: {\"ms\": 1")
+    );
+    assert_eq!(lines[1]["is_error"], false);
 }

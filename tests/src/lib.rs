@@ -158,3 +158,177 @@ pub fn path_in(dir: &Path, rel: &str) -> String {
     let p: PathBuf = Path::new(&canonical(dir)).join(rel);
     p.to_str().unwrap().to_string()
 }
+
+/// Native test tools for the executor: their calls sleep, record when they
+/// ran and what context they saw, and can fail on demand.
+pub mod fake {
+    use airlock_host::CallError;
+    use airlock_host::descriptor::{Descriptor, InterruptBehavior, SafetyFlags};
+    use airlock_host::tool::{ContextChange, Invocation, Tool, ToolOrigin, ToolOutput};
+    use async_trait::async_trait;
+    use serde_json::{Value, json};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// One call, as the tool saw it.
+    #[derive(Clone, Debug)]
+    pub struct Run {
+        /// The tool use's id.
+        pub id: String,
+        /// Whether the tool is concurrency-safe.
+        pub concurrency_safe: bool,
+        /// When it started and ended.
+        pub start: Instant,
+        /// When it ended.
+        pub end: Instant,
+        /// The `last` state key it saw: the last exclusive call before it.
+        pub saw_last: Option<String>,
+        /// Whether it was cancelled.
+        pub cancelled: bool,
+    }
+
+    /// A native tool: `{"ms": N, "fail": bool, "exclusive": bool}`. Its
+    /// exclusive calls set its state key `last` to their id.
+    pub struct FakeTool {
+        descriptor: Descriptor,
+        origin: ToolOrigin,
+        log: Arc<Mutex<Vec<Run>>>,
+        by_input: bool,
+    }
+
+    impl FakeTool {
+        /// A tool named `name` with `flags`, logging into `log`.
+        pub fn new(
+            name: &str,
+            flags: SafetyFlags,
+            interrupt: InterruptBehavior,
+            log: Arc<Mutex<Vec<Run>>>,
+        ) -> Self {
+            let mut descriptor = Descriptor::new(name, "A test tool.");
+            descriptor.input_schema = json!({"type": "object", "properties": {"ms": {"type": "integer"}, "fail": {"type": "boolean"}, "exclusive": {"type": "boolean"}}});
+            descriptor.flags = flags;
+            descriptor.interrupt = interrupt;
+            FakeTool {
+                descriptor,
+                origin: ToolOrigin::Native,
+                log,
+                by_input: false,
+            }
+        }
+
+        /// Classifies each input: concurrency-safe and read-only unless
+        /// `"exclusive": true` (the seed's `isConcurrencySafe(input)`).
+        pub fn classified_by_input(mut self) -> Self {
+            self.by_input = true;
+            self
+        }
+    }
+
+    #[async_trait]
+    impl Tool for FakeTool {
+        fn descriptor(&self) -> &Descriptor {
+            &self.descriptor
+        }
+
+        fn origin(&self) -> &ToolOrigin {
+            &self.origin
+        }
+
+        async fn classify(
+            &self,
+            _inv: &mut Invocation,
+            input: &Value,
+        ) -> Result<Option<SafetyFlags>, CallError> {
+            if !self.by_input {
+                return Ok(None);
+            }
+            Ok(Some(if input["exclusive"].as_bool() == Some(true) {
+                SafetyFlags::empty()
+            } else {
+                SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE
+            }))
+        }
+
+        async fn call(&self, inv: &mut Invocation, input: &Value) -> Result<ToolOutput, CallError> {
+            let start = Instant::now();
+            let saw_last = inv
+                .context
+                .state
+                .iter()
+                .find(|(k, _)| k == "last")
+                .map(|(_, v)| v.clone());
+            let ms = input["ms"].as_u64().unwrap_or(0);
+            let cancel_stops = self.descriptor.interrupt == InterruptBehavior::Cancel;
+            let cancelled = tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(ms)) => false,
+                () = inv.cancel.cancelled(), if cancel_stops => true,
+            };
+            let concurrency_safe = if self.by_input {
+                input["exclusive"].as_bool() != Some(true)
+            } else {
+                self.descriptor
+                    .flags
+                    .contains(SafetyFlags::CONCURRENCY_SAFE)
+            };
+            self.log.lock().unwrap().push(Run {
+                id: inv.tool_use_id.clone(),
+                concurrency_safe,
+                start,
+                end: Instant::now(),
+                saw_last,
+                cancelled,
+            });
+            if cancelled {
+                return Err(CallError::cancelled("stopped"));
+            }
+            if input["fail"].as_bool() == Some(true) {
+                return Err(CallError::new(
+                    airlock_host::ErrorClass::ToolError,
+                    "failed on purpose",
+                ));
+            }
+            let mut out = ToolOutput::text(format!("done {}", inv.tool_use_id));
+            if !concurrency_safe {
+                out.changes.push(ContextChange::SetState {
+                    key: "last".into(),
+                    value: inv.tool_use_id.clone(),
+                });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// A prompter that answers from a script and records the questions.
+pub struct ScriptedPrompter {
+    answers: std::sync::Mutex<std::collections::VecDeque<airlock_host::PermissionAnswer>>,
+    /// The questions asked, in order.
+    pub asked: std::sync::Mutex<Vec<airlock_host::PermissionRequest>>,
+}
+
+impl ScriptedPrompter {
+    /// A prompter giving `answers` in order (then denying).
+    pub fn new(answers: Vec<airlock_host::PermissionAnswer>) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(ScriptedPrompter {
+            answers: std::sync::Mutex::new(answers.into()),
+            asked: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl airlock_host::PermissionPrompter for ScriptedPrompter {
+    async fn ask(
+        &self,
+        request: &airlock_host::PermissionRequest,
+    ) -> airlock_host::PermissionAnswer {
+        self.asked.lock().unwrap().push(request.clone());
+        self.answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(airlock_host::PermissionAnswer::Deny(Some(
+                "no more scripted answers".into(),
+            )))
+    }
+}

@@ -6,10 +6,18 @@ use airlock_host::{ContentBlock, ErrorClass, SafetyFlags, WorkspaceAccess};
 use airlock_tests::*;
 use serde_json::json;
 
+/// The tools under test get the workspace, in acceptEdits mode: these
+/// tests are about what tools do, not about asking for permission.
+fn edits_config(workspace: &std::path::Path) -> airlock_host::Config {
+    let mut config = workspace_config(workspace);
+    config.permissions.default_mode = airlock_host::PermissionMode::AcceptEdits;
+    config
+}
+
 #[tokio::test]
 async fn read_numbers_lines_and_records_the_read() {
     let ws = workspace(&[("a.txt", "one\ntwo\r\nthree\n")]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let r = call(&airlock, &mut cx, "read", json!({"file_path": "a.txt"})).await;
     assert_eq!(ok_text(&r), "     1\tone\n     2\ttwo\n     3\tthree");
@@ -24,7 +32,7 @@ async fn read_numbers_lines_and_records_the_read() {
 async fn read_pages_with_offset_and_limit() {
     let text: String = (1..=3000).map(|i| format!("line {i}\n")).collect();
     let ws = workspace(&[("long.txt", &text)]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let all = ok_text(&call(&airlock, &mut cx, "read", json!({"file_path": "long.txt"})).await);
     assert_eq!(
@@ -72,7 +80,7 @@ async fn read_handles_long_lines_empty_binary_images_and_directories() {
         ("d/f", ""),
     ]);
     std::fs::write(ws.path().join("pic.png"), [0x89, b'P', b'N', b'G', 0, 1, 2]).unwrap();
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let t = ok_text(&call(&airlock, &mut cx, "read", json!({"file_path": "long.txt"})).await);
     assert!(
@@ -99,7 +107,7 @@ async fn read_handles_long_lines_empty_binary_images_and_directories() {
 #[tokio::test]
 async fn read_reports_missing_files_and_paths_outside_the_workspace() {
     let ws = workspace(&[]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let e = call(
         &airlock,
@@ -143,7 +151,7 @@ async fn read_reports_missing_files_and_paths_outside_the_workspace() {
 #[tokio::test]
 async fn schema_errors_say_where_and_what() {
     let ws = workspace(&[]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let e = call(
         &airlock,
@@ -169,7 +177,7 @@ async fn schema_errors_say_where_and_what() {
 #[tokio::test]
 async fn write_creates_replaces_and_records() {
     let ws = workspace(&[("old.txt", "old")]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let t = ok_text(
         &call(
@@ -219,7 +227,7 @@ async fn write_creates_replaces_and_records() {
 #[tokio::test]
 async fn write_into_a_read_only_workspace_is_refused() {
     let ws = workspace(&[("keep.txt", "original")]);
-    let mut config = workspace_config(ws.path());
+    let mut config = edits_config(ws.path());
     config.workspace_access = WorkspaceAccess::Read;
     let airlock = airlock(config).await;
     let mut cx = airlock.context();
@@ -242,7 +250,7 @@ async fn write_into_a_read_only_workspace_is_refused() {
 #[tokio::test]
 async fn edit_replaces_unique_text_after_a_read() {
     let ws = workspace(&[("f.rs", "fn a() {}\nfn b() {}\n")]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     ok_text(&call(&airlock, &mut cx, "read", json!({"file_path": "f.rs"})).await);
     let t = ok_text(
@@ -277,7 +285,7 @@ async fn edit_replaces_unique_text_after_a_read() {
 #[tokio::test]
 async fn edit_refuses_non_unique_and_missing_text() {
     let ws = workspace(&[("f.txt", "x x x")]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     ok_text(&call(&airlock, &mut cx, "read", json!({"file_path": "f.txt"})).await);
     let e = call(
@@ -329,7 +337,7 @@ async fn edit_refuses_non_unique_and_missing_text() {
 #[tokio::test]
 async fn edit_refuses_unread_and_changed_files() {
     let ws = workspace(&[("f.txt", "hello")]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let e = call(
         &airlock,
@@ -376,7 +384,7 @@ async fn edit_refuses_unread_and_changed_files() {
 #[tokio::test]
 async fn edit_creates_files_and_keeps_crlf_endings() {
     let ws = workspace(&[("dos.txt", "one\r\ntwo\r\n")]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     ok_text(
         &call(
@@ -422,7 +430,7 @@ async fn glob_lists_newest_first_and_caps() {
         .unwrap()
         .set_modified(old)
         .unwrap();
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let t = ok_text(&call(&airlock, &mut cx, "glob", json!({"pattern": "**/*.rs"})).await);
     let lines: Vec<&str> = t.lines().collect();
@@ -456,7 +464,7 @@ async fn glob_lists_newest_first_and_caps() {
         ErrorClass::PermissionDenied,
         "outside the workspace"
     );
-    let airlock = airlock_tests::airlock(workspace_config(many.path())).await;
+    let airlock = airlock_tests::airlock(edits_config(many.path())).await;
     let mut cx = airlock.context();
     let r = call(&airlock, &mut cx, "glob", json!({"pattern": "*.txt"})).await;
     let output = r.outcome.unwrap();
@@ -480,7 +488,7 @@ async fn grep_matches_ripgrep_semantics() {
         (".hidden.rs", "fn alpha_hidden() {}\n"),
         (".gitignore", "target/\n"),
     ]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let files = |r: &airlock_host::ToolResult| {
         let mut v: Vec<String> =
@@ -598,7 +606,7 @@ async fn grep_matches_ripgrep_semantics() {
 #[tokio::test]
 async fn ls_and_cd_move_through_the_workspace() {
     let ws = workspace(&[("src/main.rs", "fn main() {}"), ("README.md", "hi")]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock(edits_config(ws.path())).await;
     let mut cx = airlock.context();
     let t = ok_text(&call(&airlock, &mut cx, "ls", json!({})).await);
     assert_eq!(

@@ -35,6 +35,7 @@ impl Tool for Edit {
 
     fn describe() -> Describe {
         Describe::new("edit", "Replaces exact text in a file.")
+            .alias("Edit")
             .title("Edit file")
             .prompt(
                 "Replaces `old_string` with `new_string` in `file_path`. `old_string` must \

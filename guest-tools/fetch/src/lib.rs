@@ -35,6 +35,7 @@ impl Tool for Fetch {
             "fetch",
             "Fetches a URL over HTTP(S) and returns the response body as text.",
         )
+        .alias("WebFetch")
         .title("Fetch URL")
         .prompt(
             "Sends an HTTP GET to `url` (http or https) and returns the status, the content \

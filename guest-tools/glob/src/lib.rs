@@ -29,6 +29,7 @@ impl Tool for Glob {
 
     fn describe() -> Describe {
         Describe::new("glob", "Finds files by path pattern, newest first.")
+            .alias("Glob")
             .title("Find files")
             .prompt(
                 "Finds files whose path, relative to `path` (default: the working directory), \

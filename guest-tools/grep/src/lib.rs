@@ -87,6 +87,7 @@ impl Tool for Grep {
             "grep",
             "Searches file contents with a regular expression (ripgrep's engine).",
         )
+        .alias("Grep")
         .title("Search files")
         .prompt(
             "Searches the contents of files under `path` (a file or directory; default: the \

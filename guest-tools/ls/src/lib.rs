@@ -23,6 +23,7 @@ impl Tool for Ls {
 
     fn describe() -> Describe {
         Describe::new("ls", "Lists the entries of a directory.")
+            .alias("LS")
             .title("List directory")
             .prompt(
                 "Lists the directory at `path` (absolute, or relative to the working directory; \

@@ -39,6 +39,7 @@ impl Tool for Read_ {
             "read",
             "Reads a file from the workspace, with line numbers.",
         )
+        .alias("Read")
         .title("Read file")
         .prompt(
             "Reads a file. `file_path` is absolute or relative to the working directory. \

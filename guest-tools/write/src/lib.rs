@@ -25,6 +25,7 @@ impl Tool for Write {
 
     fn describe() -> Describe {
         Describe::new("write", "Writes a whole file, replacing it if it exists.")
+            .alias("Write")
             .title("Write file")
             .prompt(
                 "Writes `content` to `file_path` (absolute, or relative to the working \

@@ -1,18 +1,23 @@
 //! `airlock demo`: the main job on the bundled tools. It copies a small
 //! sample project into a temporary workspace, starts a one-page HTTP server
-//! on loopback (the only host `fetch` is granted), and runs a scripted
-//! sequence of calls through the same pipeline every front end uses,
-//! printing each call, its effective flags and its result. Some calls are
-//! meant to be refused; the demo fails if any outcome is not the expected one.
+//! on loopback (the only host `fetch` is granted), and plays five model
+//! turns through the streaming executor, the path every front end uses:
+//! reads that overlap, edits that run alone, a `cd` whose context change
+//! the next calls see, waiting and the network, and refusals. It prints
+//! each result with its effective flags and a timeline of each turn; some
+//! calls are meant to be refused, and the demo fails if any outcome is not
+//! the expected one.
 
 use super::render;
 use crate::Airlock;
 use crate::config::{Config, ToolConfig};
-use crate::pipeline::{CallControl, ToolUse};
-use crate::tool::ProgressSink;
+use crate::executor::ExecutorEvent;
+use crate::pipeline::ToolUse;
+use crate::pipeline::permissions::PermissionMode;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The sample project: (path, content).
@@ -34,6 +39,7 @@ const SAMPLE: &[(&str, &str)] = &[
         "/// Returns a greeting for `name`.\npub fn greet(name: &str) -> String {\n    format!(\"Hello, {name}!\")\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn greets() {\n        assert_eq!(super::greet(\"a\"), \"Hello, a!\");\n    }\n}\n",
     ),
     (".gitignore", "target/\n"),
+    (".env", "API_KEY=do-not-leak\n"),
     (
         "target/debug/generated.rs",
         "fn generated_and_ignored() {}\n",
@@ -50,107 +56,81 @@ struct Step {
     tool: &'static str,
     input: Value,
     expect_ok: bool,
-    why: &'static str,
 }
 
-fn script(port: u16) -> Vec<Step> {
-    let step = |tool, input, expect_ok, why| Step {
+struct Turn {
+    title: &'static str,
+    steps: Vec<Step>,
+}
+
+fn script(port: u16) -> Vec<Turn> {
+    let ok = |tool, input| Step {
         tool,
         input,
-        expect_ok,
-        why,
+        expect_ok: true,
+    };
+    let refused = |tool, input| Step {
+        tool,
+        input,
+        expect_ok: false,
     };
     vec![
-        step(
-            "ls",
-            json!({}),
-            true,
-            "list the workspace (the cwd starts there)",
-        ),
-        step(
-            "glob",
-            json!({"pattern": "**/*.rs"}),
-            true,
-            "find Rust files, newest first (.gitignore does not apply)",
-        ),
-        step(
-            "grep",
-            json!({"pattern": "fn \\w+", "output_mode": "content", "-n": true}),
-            true,
-            "search contents with ripgrep's engine (.gitignore applies: target/ is skipped)",
-        ),
-        step(
-            "read",
-            json!({"file_path": "src/lib.rs"}),
-            true,
-            "read a file; the read is recorded",
-        ),
-        step(
-            "edit",
-            json!({"file_path": "src/lib.rs", "old_string": "Hello, {name}!", "new_string": "Hello, {name}! Welcome to Airlock."}),
-            true,
-            "edit the file just read",
-        ),
-        step(
-            "edit",
-            json!({"file_path": "src/main.rs", "old_string": "world", "new_string": "moon"}),
-            false,
-            "edit a file that was never read: refused",
-        ),
-        step(
-            "write",
-            json!({"file_path": "notes/todo.md", "content": "- try the demo\n"}),
-            true,
-            "write a new file (atomically, creating notes/)",
-        ),
-        step(
-            "cd",
-            json!({"path": "src"}),
-            true,
-            "change the working directory (a context change)",
-        ),
-        step(
-            "ls",
-            json!({}),
-            true,
-            "relative paths now resolve against src/",
-        ),
-        step(
-            "read",
-            json!({"file_path": "../README.md", "limit": 3}),
-            true,
-            "read with a relative path and a limit",
-        ),
-        step(
-            "sleep",
-            json!({"ms": 300}),
-            true,
-            "wait, reporting progress",
-        ),
-        step(
-            "fetch",
-            json!({"url": format!("http://127.0.0.1:{port}/hello")}),
-            true,
-            "fetch from the one host the operator granted",
-        ),
-        step(
-            "fetch",
-            json!({"url": "https://example.com/"}),
-            false,
-            "fetch from a host nobody granted: refused before any connection",
-        ),
-        step(
-            "read",
-            json!({"file_path": "/etc/passwd"}),
-            false,
-            "read outside the workspace: refused",
-        ),
-        step(
-            "grep",
-            json!({"pattern": "(unclosed"}),
-            false,
-            "an invalid regular expression: refused by the tool's own validation",
-        ),
+        Turn {
+            title: "the model explores: four reads in one message run side by side",
+            steps: vec![
+                ok("ls", json!({})),
+                ok("glob", json!({"pattern": "**/*.rs"})),
+                ok(
+                    "grep",
+                    json!({"pattern": "fn \\w+", "output_mode": "content", "-n": true}),
+                ),
+                ok("read", json!({"file_path": "src/lib.rs"})),
+            ],
+        },
+        Turn {
+            title: "the model edits: edits run alone, in order; an unread file is refused",
+            steps: vec![
+                ok(
+                    "edit",
+                    json!({"file_path": "src/lib.rs", "old_string": "Hello, {name}!", "new_string": "Hello, {name}! Welcome to Airlock."}),
+                ),
+                refused(
+                    "edit",
+                    json!({"file_path": "src/main.rs", "old_string": "world", "new_string": "moon"}),
+                ),
+                ok(
+                    "write",
+                    json!({"file_path": "notes/todo.md", "content": "- try the demo\n"}),
+                ),
+            ],
+        },
+        Turn {
+            title: "a context change: the calls after `cd` see the new working directory",
+            steps: vec![
+                ok("cd", json!({"path": "src"})),
+                ok("ls", json!({})),
+                ok("read", json!({"file_path": "../README.md", "limit": 3})),
+            ],
+        },
+        Turn {
+            title: "waiting and the network: fetch reaches only the granted host",
+            steps: vec![
+                ok("sleep", json!({"ms": 300})),
+                ok(
+                    "fetch",
+                    json!({"url": format!("http://127.0.0.1:{port}/hello")}),
+                ),
+                refused("fetch", json!({"url": "https://example.com/"})),
+            ],
+        },
+        Turn {
+            title: "refusals: outside the workspace, a deny rule, an invalid regex",
+            steps: vec![
+                refused("read", json!({"file_path": "/etc/passwd"})),
+                refused("read", json!({"file_path": "../.env"})),
+                refused("grep", json!({"pattern": "(unclosed"})),
+            ],
+        },
     ]
 }
 
@@ -191,85 +171,102 @@ async fn demo() -> anyhow::Result<bool> {
             ..ToolConfig::default()
         },
     );
+    config.permissions.default_mode = PermissionMode::AcceptEdits;
+    config.permissions.deny = vec!["Read(/.env)".into()];
     let started = Instant::now();
     let airlock = Airlock::new(config).await?;
+    let mut cx = airlock.context();
     println!(
         "Airlock demo: {} bundled tools loaded in {} ms; workspace {}",
         airlock.registry().len(),
         started.elapsed().as_millis(),
-        airlock.context().cwd()
+        cx.cwd()
     );
     for failure in airlock.registry().failures() {
         println!("  unavailable: {failure}");
     }
-    println!("Grants: the workspace read-write; fetch may reach 127.0.0.1 only; nothing else.\n");
+    println!(
+        "Grants: the workspace read-write; fetch may reach 127.0.0.1 only; nothing else.\n\
+         Permissions: acceptEdits mode; the rule Read(/.env) denies reading the .env file.\n"
+    );
 
-    let steps = script(port);
-    let mut cx = airlock.context();
+    let turns = script(port);
+    let total: usize = turns.iter().map(|t| t.steps.len()).sum();
     let mut surprises = Vec::new();
-    for (i, step) in steps.iter().enumerate() {
-        println!("[{}/{}] {} {}", i + 1, steps.len(), step.tool, step.input);
-        println!("      why: {}", step.why);
-        let (progress, mut events) = ProgressSink::channel(16);
-        let printer = tokio::spawn(async move {
-            while let Some(event) = events.recv().await {
-                println!("    {}", render::progress_line(&event));
-            }
-        });
-        let cwd_before = cx.cwd().to_string();
-        let tool_use = ToolUse::new(format!("demo-{}", i + 1), step.tool, step.input.clone());
-        let result = airlock
-            .call_with(
-                &mut cx,
-                tool_use,
-                CallControl {
-                    progress,
-                    ..CallControl::default()
-                },
-            )
-            .await;
-        let _ = printer.await;
-        if let Some(flags) = result.flags {
-            println!("      flags: {} ({flags})", render::flag_codes(flags));
-        }
-        let ms = result.duration.as_secs_f64() * 1000.0;
-        let text = match &result.outcome {
-            Ok(output) => {
-                println!("      ok in {ms:.1} ms");
-                render::content_text(&output.content)
-            }
-            Err(e) => {
-                println!("      refused in {ms:.1} ms ({})", e.class);
-                e.message.clone()
-            }
-        };
-        print_indented(&text);
-        if cx.cwd() != cwd_before {
-            println!("      context: the cwd is now {}", cx.cwd());
-        }
-        if result.outcome.is_ok() != step.expect_ok {
-            surprises.push(format!(
-                "step {} ({}) {} but was expected to {}",
-                i + 1,
+    let mut n = 0;
+    for (t, turn) in turns.iter().enumerate() {
+        println!("Turn {}: {}", t + 1, turn.title);
+        let mut executor = airlock.executor(cx);
+        for (i, step) in turn.steps.iter().enumerate() {
+            executor.add(ToolUse::new(
+                format!("t{}-{}", t + 1, i + 1),
                 step.tool,
-                if result.outcome.is_ok() {
-                    "succeeded"
-                } else {
-                    "failed"
-                },
-                if step.expect_ok { "succeed" } else { "fail" }
+                step.input.clone(),
             ));
         }
-        println!();
+        executor.close();
+        let mut spans: HashMap<String, (Duration, Duration)> = HashMap::new();
+        let mut i = 0;
+        while let Some(event) = executor.next().await {
+            match event {
+                ExecutorEvent::Progress(p) => println!("    {}", render::progress_line(&p)),
+                ExecutorEvent::Started { tool_use_id, at } => {
+                    spans.entry(tool_use_id).or_insert((at, at)).0 = at;
+                }
+                ExecutorEvent::Finished { tool_use_id, at } => {
+                    spans.entry(tool_use_id).or_insert((at, at)).1 = at;
+                }
+                ExecutorEvent::Queued { .. } => {}
+                ExecutorEvent::Result(result) => {
+                    let step = &turn.steps[i];
+                    i += 1;
+                    n += 1;
+                    println!("  [{n}/{total}] {} {}", step.tool, step.input);
+                    if let Some(flags) = result.flags {
+                        println!("      flags: {} ({flags})", render::flag_codes(flags));
+                    }
+                    let ms = result.duration.as_secs_f64() * 1000.0;
+                    let text = match &result.outcome {
+                        Ok(output) => {
+                            println!("      ok in {ms:.1} ms");
+                            render::content_text(&output.content)
+                        }
+                        Err(e) => {
+                            println!("      refused in {ms:.1} ms ({})", e.class);
+                            e.message.clone()
+                        }
+                    };
+                    print_indented(&text);
+                    if result.outcome.is_ok() != step.expect_ok {
+                        surprises.push(format!(
+                            "call {n} ({}) {} but was expected to {}",
+                            step.tool,
+                            if result.outcome.is_ok() {
+                                "succeeded"
+                            } else {
+                                "failed"
+                            },
+                            if step.expect_ok { "succeed" } else { "fail" }
+                        ));
+                    }
+                }
+            }
+        }
+        cx = executor.into_context().await;
+        print_timeline(turn, t + 1, &spans);
+        println!("      context: the cwd is {}\n", cx.cwd());
     }
     server.abort();
 
-    let refused = steps.iter().filter(|s| !s.expect_ok).count();
+    let refused = turns
+        .iter()
+        .flat_map(|t| &t.steps)
+        .filter(|s| !s.expect_ok)
+        .count();
     if surprises.is_empty() {
         println!(
-            "Done: {} calls, {} succeeded and {refused} were refused, all as expected.",
-            steps.len(),
-            steps.len() - refused
+            "Done: {total} calls, {} succeeded and {refused} were refused, all as expected.",
+            total - refused
         );
         Ok(true)
     } else {
@@ -277,6 +274,35 @@ async fn demo() -> anyhow::Result<bool> {
             println!("UNEXPECTED: {s}");
         }
         Ok(false)
+    }
+}
+
+/// Draws when each call of a turn ran, on a shared time axis.
+fn print_timeline(turn: &Turn, t: usize, spans: &HashMap<String, (Duration, Duration)>) {
+    const WIDTH: f64 = 40.0;
+    let end = spans
+        .values()
+        .map(|s| s.1)
+        .max()
+        .unwrap_or_default()
+        .as_secs_f64()
+        .max(1e-3);
+    println!("      timeline of turn {t} ({:.1} ms):", end * 1000.0);
+    for (i, step) in turn.steps.iter().enumerate() {
+        let Some((from, to)) = spans.get(&format!("t{t}-{}", i + 1)) else {
+            continue;
+        };
+        let a = (from.as_secs_f64() / end * WIDTH).round() as usize;
+        let b = ((to.as_secs_f64() / end * WIDTH).round() as usize).max(a + 1);
+        let bar: String = (0..WIDTH as usize)
+            .map(|c| if c >= a && c < b { '#' } else { '.' })
+            .collect();
+        println!(
+            "        {:<6} {bar} {:>7.1} → {:>7.1} ms",
+            step.tool,
+            from.as_secs_f64() * 1000.0,
+            to.as_secs_f64() * 1000.0
+        );
     }
 }
 

@@ -8,16 +8,20 @@
 //! configuration; 4 no such tool, or the tool is unavailable.
 
 mod demo;
+mod prompt;
 mod render;
+mod run;
 
 use crate::Airlock;
 use crate::config::{Config, MountConfig, ToolConfig};
 use crate::descriptor::WorkspaceAccess;
+use crate::pipeline::permissions::{AllowPrompter, PermissionMode, PermissionPrompter};
 use crate::pipeline::{CallControl, ToolUse};
 use crate::tool::{CancellationToken, ProgressSink};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Exit code: the call failed.
 pub const EXIT_CALL_FAILED: u8 = 1;
@@ -60,6 +64,12 @@ pub struct Cli {
     /// The time limit of a call, in milliseconds.
     #[arg(long, global = true, value_name = "MS")]
     timeout_ms: Option<u64>,
+    /// The permission mode: default, acceptEdits, plan, bypassPermissions or dontAsk.
+    #[arg(long, global = true, value_name = "MODE")]
+    mode: Option<PermissionMode>,
+    /// Answer yes to every permission prompt.
+    #[arg(long, global = true)]
+    yes: bool,
     /// Log more (-v info, -vv debug); logs go to stderr.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -92,6 +102,18 @@ enum Command {
         /// Print the whole result as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Feeds tool uses (JSON lines, or a recorded Anthropic event stream) to the streaming executor and prints one JSON result per line, in order.
+    Run {
+        /// The input file ('-' for stdin).
+        #[arg(default_value = "-")]
+        input: String,
+        /// Feed each line at its `t_ms`, as the model streamed it.
+        #[arg(long)]
+        replay_timing: bool,
+        /// Write queued/started/finished events, as JSON lines, to FILE.
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
     },
     /// Runs a scripted tour of the bundled tools over a temporary copy of a sample workspace.
     Demo,
@@ -147,6 +169,12 @@ async fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    let prompter: Arc<dyn PermissionPrompter> = if cli.yes {
+        Arc::new(AllowPrompter)
+    } else {
+        Arc::new(prompt::TerminalPrompter::default())
+    };
+    let airlock = airlock.with_prompter(prompter);
     match cli.command {
         Command::List { json } => {
             render::list(&airlock, json);
@@ -160,6 +188,18 @@ async fn run(cli: Cli) -> ExitCode {
             None => no_such_tool(&airlock, &tool),
         },
         Command::Call { tool, input, json } => call(&airlock, &tool, &input, json).await,
+        Command::Run {
+            input,
+            replay_timing,
+            timeline,
+        } => match run::run(&airlock, &input, replay_timing, timeline.as_deref()).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(EXIT_CALL_FAILED),
+            Err(message) => {
+                eprintln!("airlock: {message}");
+                ExitCode::from(2)
+            }
+        },
         Command::Demo => unreachable!("handled above"),
     }
 }
@@ -196,6 +236,9 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(ms) = cli.timeout_ms {
         config.limits.timeout_ms = ms;
+    }
+    if let Some(mode) = cli.mode {
+        config.permissions.default_mode = mode;
     }
     let all: &mut ToolConfig = config.tools.entry("*".into()).or_default();
     all.network.extend(cli.allow_hosts.iter().cloned());

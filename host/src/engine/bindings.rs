@@ -25,6 +25,15 @@ wasmtime::component::bindgen!({
 
 use airlock::tool::types as wit;
 
+/// The host side of the `hook-component` world.
+pub(crate) mod hook {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "hook-component",
+        exports: { default: async },
+    });
+}
+
 /// Caps, in characters, on the text fields of a descriptor.
 const TITLE_CHARS: usize = 128;
 const DESCRIPTION_CHARS: usize = 4096;

@@ -17,9 +17,12 @@ mod bindings;
 mod linker;
 mod net;
 mod pipe;
+mod run;
 mod state;
+mod wasm_hook;
 mod wasm_tool;
 
+pub use wasm_hook::{HookAnswer, WasmHook};
 pub use wasm_tool::WasmTool;
 
 use crate::config::Limits;
@@ -121,6 +124,22 @@ impl Engine {
             return Err(LoadError::Precompiled);
         }
         Component::new(&self.inner.engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))
+    }
+}
+
+impl Engine {
+    /// Compiles a component on a blocking thread and checks its imports
+    /// against the linker's allowlist.
+    pub(crate) async fn load_component(
+        &self,
+        bytes: std::sync::Arc<[u8]>,
+    ) -> Result<(Component, Vec<(String, linker::Needs)>), LoadError> {
+        let compiler = self.clone();
+        let component = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
+            .await
+            .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
+        let imports = linker::check_imports(&component, self.wasmtime())?;
+        Ok((component, imports))
     }
 }
 

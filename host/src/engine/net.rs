@@ -54,7 +54,7 @@ impl WasiHttpHooks for NetHooks {
         let _ = fut;
         let verdict = self.check(&request);
         if let Err(reason) = &verdict {
-            tracing::warn!(tool = %self.tool, uri = %request.uri(), %reason, "outgoing request refused");
+            tracing::info!(tool = %self.tool, uri = %request.uri(), %reason, "outgoing request refused");
         }
         let timeout = self.timeout;
         Box::new(async move {

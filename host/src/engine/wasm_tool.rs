@@ -12,12 +12,11 @@
 
 use super::Engine;
 use super::bindings::{self, ToolComponent, ToolComponentPre};
-use super::linker::{Needs, check_imports};
-use super::net::NetHooks;
-use super::pipe::CappedPipe;
-use super::state::{CallIo, HostState, Limiter, Stop};
+use super::linker::Needs;
+use super::run::{arm, guard, new_store, settle};
+use super::state::{CallIo, HostState};
 use crate::descriptor::{Descriptor, InterruptBehavior, SafetyFlags};
-use crate::error::{CallError, ErrorClass, LoadError};
+use crate::error::{CallError, LoadError};
 use crate::grants::CallGrants;
 use crate::json;
 use crate::sanitize::{self, Sink};
@@ -26,15 +25,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use wasmtime::component::ResourceTable;
-use wasmtime::{Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
-use wasmtime_wasi_http::WasiHttpCtx;
-
-/// How much of a guest's stderr a crash report quotes.
-const STDERR_TAIL: usize = 2048;
+use wasmtime::Store;
 
 /// A tool implemented by a WASI component.
 pub struct WasmTool {
@@ -69,11 +62,7 @@ impl WasmTool {
         bytes: Arc<[u8]>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        let compiler = engine.clone();
-        let component = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
-            .await
-            .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
-        let imports = check_imports(&component, engine.wasmtime())?;
+        let (component, imports) = engine.load_component(bytes).await?;
         let instance_pre = engine
             .linker()
             .instantiate_pre(&component)
@@ -301,194 +290,9 @@ async fn instantiate(
     grants: &CallGrants,
     cwd: Option<&str>,
 ) -> Result<(Store<HostState>, ToolComponent), CallError> {
-    let limits = engine.limits();
-    let stdout = CappedPipe::new(limits.stdout_bytes);
-    let stderr = CappedPipe::new(limits.stderr_bytes);
-    let mut wasi = WasiCtxBuilder::new();
-    wasi.stdout(stdout.clone())
-        .stderr(stderr.clone())
-        .max_random_size(limits.random_bytes);
-    for m in &grants.mounts {
-        let perms = if m.writable {
-            FsPerms::ReadWrite
-        } else {
-            FsPerms::ReadOnly
-        };
-        wasi.preopened_dir(&m.mount.host, &m.mount.guest, perms)
-            .map_err(|e| CallError::internal(format!("cannot open {}: {e}", m.mount.guest)))?;
-    }
-    for (name, value) in &grants.env {
-        wasi.env(name, value);
-    }
-    if let Some(cwd) = cwd {
-        wasi.initial_cwd(cwd);
-    }
-    let mut table = ResourceTable::new();
-    table.set_max_capacity(limits.resource_handles);
-    let state = HostState {
-        wasi: wasi.build(),
-        table,
-        http: WasiHttpCtx::new(),
-        net: NetHooks::new(
-            grants.network.clone(),
-            Duration::from_millis(limits.http_timeout_ms),
-            name,
-        ),
-        limiter: Limiter::new(grants.memory_bytes, limits),
-        io,
-        stopped: None,
-        stdout,
-        stderr,
-    };
-    let mut store = Store::new(engine.wasmtime(), state);
-    store.limiter(|s| &mut s.limiter);
-    store.set_hostcall_fuel(limits.hostcall_bytes);
+    let mut store = new_store(engine, name, io, grants, cwd)?;
     let deadline = arm(&mut store, grants.timeout, None);
     let outcome = guard(deadline, None, pre.instantiate_async(&mut store)).await;
     let instance = settle(&store, outcome, grants.timeout)?;
     Ok((store, instance))
-}
-
-/// Arms the store's epoch callback: the guest yields to the runtime every
-/// tick, and is interrupted once `budget` has passed or, when `cancel` is
-/// given, once it is cancelled. Returns the deadline.
-fn arm(
-    store: &mut Store<HostState>,
-    budget: Duration,
-    cancel: Option<CancellationToken>,
-) -> Instant {
-    let deadline = Instant::now() + budget;
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |mut cx| {
-        if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
-            cx.data_mut().stopped = Some(Stop::Cancelled);
-            return Ok(UpdateDeadline::Interrupt);
-        }
-        if Instant::now() >= deadline {
-            cx.data_mut().stopped = Some(Stop::Deadline);
-            return Ok(UpdateDeadline::Interrupt);
-        }
-        Ok(UpdateDeadline::Yield(1))
-    });
-    deadline
-}
-
-/// How a guarded guest call ended.
-enum Guarded<T> {
-    Done(wasmtime::Result<T>),
-    TimedOut,
-    Cancelled,
-}
-
-/// Runs `fut` until it finishes, the deadline passes (a guest blocked in a
-/// host call does not see epochs, so the wall clock backs them up), or
-/// `cancel` fires. Dropping `fut` unwinds the guest; its store is not
-/// reused after that.
-async fn guard<T>(
-    deadline: Instant,
-    cancel: Option<&CancellationToken>,
-    fut: impl Future<Output = wasmtime::Result<T>>,
-) -> Guarded<T> {
-    // A little grace, so a guest spinning in wasm is stopped by its epoch
-    // deadline, which says more about why than a dropped future does.
-    let wall = tokio::time::Instant::from_std(deadline + Duration::from_millis(50));
-    let cancelled = async {
-        match cancel {
-            Some(c) => c.cancelled().await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        biased;
-        () = cancelled => Guarded::Cancelled,
-        r = tokio::time::timeout_at(wall, fut) => match r {
-            Ok(r) => Guarded::Done(r),
-            Err(_) => Guarded::TimedOut,
-        },
-    }
-}
-
-/// Turns a guarded call's end into a value or a classified [`CallError`],
-/// from what the store saw: why the epoch callback stopped it, whether an
-/// output pipe overflowed, which limit the limiter refused, the trap code.
-fn settle<T>(
-    store: &Store<HostState>,
-    outcome: Guarded<T>,
-    budget: Duration,
-) -> Result<T, CallError> {
-    let state = store.data();
-    let err = match outcome {
-        Guarded::Done(Ok(value)) => return Ok(value),
-        Guarded::TimedOut => return Err(timeout(budget)),
-        Guarded::Cancelled => return Err(CallError::cancelled("the call was cancelled")),
-        Guarded::Done(Err(err)) => err,
-    };
-    match state.stopped {
-        Some(Stop::Deadline) => return Err(timeout(budget)),
-        Some(Stop::Cancelled) => return Err(CallError::cancelled("the call was cancelled")),
-        None => {}
-    }
-    let limits_hit = [
-        (state.stdout.overflowed(), "stdout"),
-        (state.stderr.overflowed(), "stderr"),
-    ];
-    if let Some((_, which)) = limits_hit.iter().find(|(hit, _)| *hit) {
-        return Err(CallError::new(
-            ErrorClass::OutputLimit,
-            format!(
-                "the tool wrote more to {which} than the limit allows (limits.{which}_bytes); the call was stopped"
-            ),
-        ));
-    }
-    if state.limiter.memory_denied {
-        return Err(CallError::new(
-            ErrorClass::MemoryLimit,
-            "the tool needed more memory than its limit (limits.memory_mib); the call was stopped",
-        ));
-    }
-    if state.limiter.table_denied || format!("{err:#}").contains("resource limit exceeded") {
-        return Err(CallError::new(
-            ErrorClass::MemoryLimit,
-            "the tool created more tables, instances or table elements than allowed; the call was stopped",
-        ));
-    }
-    let stderr = sanitize::clean_capped(
-        state.stderr.tail(STDERR_TAIL).trim(),
-        Sink::Model,
-        STDERR_TAIL,
-    );
-    let with_stderr = |m: String| {
-        if stderr.is_empty() {
-            m
-        } else {
-            format!("{m}; its stderr ends with:\n{stderr}")
-        }
-    };
-    Err(match err.downcast_ref::<Trap>() {
-        Some(Trap::StackOverflow) => CallError::new(
-            ErrorClass::StackOverflow,
-            "the tool overflowed its stack (limits.wasm_stack_kib); the call was stopped",
-        ),
-        Some(trap) => CallError::new(
-            ErrorClass::Trap,
-            with_stderr(format!("the tool crashed: {trap}")),
-        ),
-        None => CallError::new(
-            ErrorClass::Trap,
-            with_stderr(format!(
-                "the tool failed: {}",
-                sanitize::clean_capped(&format!("{err:#}"), Sink::Model, 1024)
-            )),
-        ),
-    })
-}
-
-fn timeout(budget: Duration) -> CallError {
-    CallError::new(
-        ErrorClass::Timeout,
-        format!(
-            "the call took longer than {} ms and was stopped",
-            budget.as_millis()
-        ),
-    )
 }

@@ -1,27 +1,49 @@
-//! The pipeline: the one path every tool use takes, from a tool-use block
-//! to a result.
+//! The pipeline: the one path every tool use takes, in the seed's order.
 //!
-//! Today: look the tool up, bound the input, classify it, compute the
-//! call's grants from its effective flags, validate (schema, then the
-//! tool's own check), call, check structured output against the output
-//! schema, and apply the context changes. Permissions, hooks, result
-//! spilling and telemetry join this path as stages of their own; there is
-//! no second path.
+//! 1. [`prepare`]: look the tool up in the context's view, bound the input,
+//!    classify it (the executor schedules on these flags);
+//! 2. validation ([`validate`]): the JSON Schema, then the tool's own check;
+//! 3. pre-tool hooks ([`hooks`]): may rewrite the input, block, ask, allow,
+//!    add context;
+//! 4. permission ([`permissions`]): rules, hooks' verdict, mode, the tool's
+//!    own check; an ask goes to the prompter; denials are recorded;
+//! 5. the call, with progress, under the grants of its final flags;
+//! 6. result processing ([`results`]): output schema, spilling;
+//! 7. post-tool hooks: may block or replace the output, add context;
+//! 8. telemetry ([`telemetry`]) around it all: one `execute_tool` span.
+//!
+//! [`execute`] runs 2–8 without touching the context; the caller applies
+//! the context changes with [`ToolContext::finish`], which is how the
+//! executor applies them only from exclusive calls. [`run`] is the three
+//! steps back to back. Every tool use gets exactly one [`ToolResult`].
 
+pub mod hooks;
+pub mod permissions;
+pub mod results;
+pub mod telemetry;
 mod validate;
 
 pub use validate::check_schema;
 
 use crate::Airlock;
-use crate::context::ToolContext;
+use crate::context::{Denial, ToolContext};
 use crate::descriptor::SafetyFlags;
 use crate::error::{CallError, ErrorClass};
+use crate::grants::CallGrants;
 use crate::json;
 use crate::registry::Entry;
-use crate::tool::{CancellationToken, Invocation, ProgressSink, ToolOutput};
+use crate::tool::{
+    CancellationToken, ContentBlock, ContextChange, Invocation, ProgressSink, ToolOutput,
+};
+use hooks::HookEvent;
+use permissions::{
+    CallFacts, DecisionSource, PermissionAnswer, PermissionRequest, Rule, RuleKind, Verdict,
+};
 use serde::Serialize;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// A tool use, as a model emits it.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
@@ -45,6 +67,15 @@ impl ToolUse {
     }
 }
 
+/// How a permission question was settled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PermissionRecord {
+    /// `allow` or `deny`.
+    pub decision: &'static str,
+    /// Who decided.
+    pub source: DecisionSource,
+}
+
 /// The result of one tool use: exactly one per use.
 #[derive(Clone, Debug, Serialize)]
 pub struct ToolResult {
@@ -57,6 +88,15 @@ pub struct ToolResult {
     pub flags: Option<SafetyFlags>,
     /// The output, or why there is none.
     pub outcome: Result<ToolOutput, CallError>,
+    /// How permission was settled, if the use got that far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission: Option<PermissionRecord>,
+    /// Context from hooks, for the model (after the result).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub additional_context: Vec<String>,
+    /// Where an oversized result was saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spilled_to: Option<String>,
     /// Context changes that were refused, one sentence each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused_changes: Vec<String>,
@@ -65,9 +105,32 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// A result for a use that failed before it ran.
+    pub fn failed(id: impl Into<String>, name: impl Into<String>, error: CallError) -> ToolResult {
+        ToolResult {
+            id: id.into(),
+            name: name.into(),
+            flags: None,
+            outcome: Err(error),
+            permission: None,
+            additional_context: Vec::new(),
+            spilled_to: None,
+            refused_changes: Vec::new(),
+            duration: Duration::ZERO,
+        }
+    }
+
     /// Whether the use failed.
     pub fn is_error(&self) -> bool {
         self.outcome.is_err()
+    }
+
+    /// What the model should see: the output's text, or the error's message.
+    pub fn text(&self) -> String {
+        match &self.outcome {
+            Ok(output) => output.text_content(),
+            Err(e) => e.message.clone(),
+        }
     }
 }
 
@@ -80,95 +143,409 @@ pub struct CallControl {
     pub cancel: CancellationToken,
 }
 
-/// Runs one tool use to its result.
+/// A tool use looked up and classified, waiting to run.
+pub struct Prepared {
+    tool_use: ToolUse,
+    entry: Option<Arc<Entry>>,
+    invocation: Option<Invocation>,
+    flags: Option<SafetyFlags>,
+    failure: Option<CallError>,
+    started: Instant,
+}
+
+impl Prepared {
+    /// The tool use's id.
+    pub fn id(&self) -> &str {
+        &self.tool_use.id
+    }
+
+    /// The tool's registered name (or the name asked for, if unknown).
+    pub fn name(&self) -> &str {
+        self.entry
+            .as_ref()
+            .map_or(&self.tool_use.name, |e| &e.descriptor().name)
+    }
+
+    /// The flags of the classified input, when classification succeeded.
+    pub fn flags(&self) -> Option<SafetyFlags> {
+        self.flags
+    }
+
+    /// Whether the use may run alongside other concurrency-safe uses. A use
+    /// that already failed runs nothing, so it never waits.
+    pub fn concurrency_safe(&self) -> bool {
+        self.failure.is_some()
+            || self
+                .flags
+                .is_some_and(|f| f.contains(SafetyFlags::CONCURRENCY_SAFE))
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("tool_use", &self.tool_use)
+            .field("flags", &self.flags)
+            .field("failure", &self.failure)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A use that ran: its result, and the context changes still to apply.
+pub struct Completed {
+    pub(crate) result: ToolResult,
+    pub(crate) changes: Vec<ContextChange>,
+    pub(crate) grants: CallGrants,
+}
+
+impl Completed {
+    /// The result, before context changes are applied.
+    pub fn result(&self) -> &ToolResult {
+        &self.result
+    }
+}
+
+/// Looks the tool up in `cx`'s view and classifies the input.
+pub async fn prepare(airlock: &Airlock, cx: &ToolContext, tool_use: ToolUse) -> Prepared {
+    let started = Instant::now();
+    let mut prepared = Prepared {
+        entry: cx.tools().get(&tool_use.name).cloned(),
+        tool_use,
+        invocation: None,
+        flags: None,
+        failure: None,
+        started,
+    };
+    let Some(entry) = prepared.entry.clone() else {
+        prepared.failure = Some(CallError::new(
+            ErrorClass::UnknownTool,
+            format!("No such tool available: {}", prepared.tool_use.name),
+        ));
+        return prepared;
+    };
+    let d = entry.descriptor();
+    if let Err(e) = json::check_depth(
+        &prepared.tool_use.input,
+        airlock.grants().limits().json_depth,
+    ) {
+        prepared.failure = Some(CallError::invalid_input(format!(
+            "The input is rejected: {e}"
+        )));
+        return prepared;
+    }
+    let mut inv = Invocation::new(
+        prepared.tool_use.id.clone(),
+        cx.call_context(&d.name),
+        CallGrants::nothing(entry.grants.timeout, entry.grants.memory_bytes),
+        cx.read_files().clone(),
+    );
+    match entry
+        .tool
+        .classify(&mut inv, &prepared.tool_use.input)
+        .await
+    {
+        Ok(classified) => prepared.flags = Some(SafetyFlags::effective(d.flags, classified)),
+        Err(e) => prepared.failure = Some(e),
+    }
+    prepared.invocation = Some(inv);
+    prepared
+}
+
+/// Runs a prepared use through validation, hooks, permission, the call,
+/// result processing and post-tool hooks, without changing `cx` (except
+/// the denials and "always allow" answers it records).
+pub async fn execute(
+    airlock: &Airlock,
+    cx: &ToolContext,
+    prepared: Prepared,
+    control: CallControl,
+) -> Completed {
+    let name = prepared.name().to_string();
+    let span = telemetry::span(&name, prepared.id());
+    let Prepared {
+        tool_use,
+        entry,
+        invocation,
+        flags,
+        failure,
+        started,
+    } = prepared;
+    let mut result = ToolResult::failed(
+        tool_use.id.clone(),
+        name,
+        CallError::internal("the use did not run"),
+    );
+    result.flags = flags;
+    let mut changes = Vec::new();
+    let mut grants = CallGrants::nothing(Duration::ZERO, 0);
+    let outcome = match (failure, entry, invocation, flags) {
+        (Some(failure), ..) => Err(failure),
+        (None, Some(entry), Some(mut inv), Some(flags)) => {
+            // The context as it is now, not as it was when the use arrived:
+            // an exclusive call may have changed it since.
+            inv.context = cx.call_context(&entry.descriptor().name);
+            inv.progress = control.progress;
+            inv.cancel = control.cancel;
+            let mut stages = Stages {
+                airlock,
+                cx,
+                entry: &entry,
+                inv: &mut inv,
+                flags,
+                result: &mut result,
+                span: &span,
+                ran_changes: Vec::new(),
+            };
+            let outcome = stages.run(tool_use.input).instrument(span.clone()).await;
+            changes = std::mem::take(&mut stages.ran_changes);
+            grants = inv.grants;
+            outcome.map(|mut output| {
+                changes = std::mem::take(&mut output.changes);
+                output
+            })
+        }
+        _ => Err(CallError::internal("the use was not prepared")),
+    };
+    result.duration = started.elapsed();
+    telemetry::record_outcome(&span, outcome.as_ref().map(drop), result.duration);
+    result.outcome = outcome;
+    Completed {
+        result,
+        changes,
+        grants,
+    }
+}
+
+/// Runs one tool use to its result: [`prepare`], [`execute`], then
+/// [`ToolContext::finish`] as an exclusive call.
 pub async fn run(
     airlock: &Airlock,
     cx: &mut ToolContext,
     tool_use: ToolUse,
     control: CallControl,
 ) -> ToolResult {
-    let started = Instant::now();
-    let Some(entry) = airlock.registry().get(&tool_use.name) else {
-        return ToolResult {
-            id: tool_use.id,
-            name: tool_use.name.clone(),
-            flags: None,
-            outcome: Err(CallError::new(
-                ErrorClass::UnknownTool,
-                format!("No such tool available: {}", tool_use.name),
-            )),
-            refused_changes: Vec::new(),
-            duration: started.elapsed(),
-        };
-    };
-    let name = entry.descriptor().name.clone();
-    let mut flags = None;
-    let mut refused_changes = Vec::new();
-    let max_depth = airlock.grants().limits().json_depth;
-    let outcome = run_entry(
-        entry,
-        cx,
-        &tool_use,
-        control,
-        max_depth,
-        &mut flags,
-        &mut refused_changes,
-    )
-    .await;
-    ToolResult {
-        id: tool_use.id,
-        name,
-        flags,
-        outcome,
-        refused_changes,
-        duration: started.elapsed(),
-    }
+    let prepared = prepare(airlock, cx, tool_use).await;
+    let completed = execute(airlock, cx, prepared, control).await;
+    cx.finish(completed, true)
 }
 
-async fn run_entry(
-    entry: &Entry,
-    cx: &mut ToolContext,
-    tool_use: &ToolUse,
-    control: CallControl,
-    max_depth: usize,
-    flags_out: &mut Option<SafetyFlags>,
-    refused: &mut Vec<String>,
-) -> Result<ToolOutput, CallError> {
-    let d = entry.descriptor();
-    let limits = (entry.grants.timeout, entry.grants.memory_bytes);
-    let input = &tool_use.input;
-    json::check_depth(input, max_depth)
-        .map_err(|e| CallError::invalid_input(format!("The input is rejected: {e}")))?;
+/// The stages of one use, sharing what they need.
+struct Stages<'a> {
+    airlock: &'a Airlock,
+    cx: &'a ToolContext,
+    entry: &'a Entry,
+    inv: &'a mut Invocation,
+    /// The flags the use was scheduled with.
+    flags: SafetyFlags,
+    result: &'a mut ToolResult,
+    span: &'a tracing::Span,
+    /// Context changes of a call whose result was then blocked.
+    ran_changes: Vec<ContextChange>,
+}
 
-    let mut inv = Invocation::new(
-        tool_use.id.clone(),
-        cx.call_context(&d.name),
-        crate::grants::CallGrants::nothing(limits.0, limits.1),
-        cx.read_files().clone(),
-    );
-    inv.progress = control.progress;
-    inv.cancel = control.cancel;
+impl Stages<'_> {
+    async fn run(&mut self, mut input: Value) -> Result<ToolOutput, CallError> {
+        let d = self.entry.descriptor();
+        let mut flags = self.flags;
+        self.inv.grants = self.entry.grants.for_call(d, flags, self.cx.env());
 
-    let classified = entry.tool.classify(&mut inv, input).await?;
-    let flags = SafetyFlags::effective(d.flags, classified);
-    *flags_out = Some(flags);
-    inv.grants = entry.grants.for_call(d, flags, cx.env());
+        // Validation.
+        self.validate(&input).await?;
 
-    check_schema(&d.name, &entry.input_validator, input)?;
-    entry.tool.validate(&mut inv, input).await?;
+        // Pre-tool hooks.
+        let hooks = self.airlock.hooks();
+        let pre = hooks.pre_tool_use(&self.hook_event(&input)).await;
+        self.result
+            .additional_context
+            .extend(pre.additional_context.iter().cloned());
+        if let Some(updated) = pre.updated_input.clone() {
+            input = updated;
+            flags = self.revalidate(&input).await?;
+        }
 
-    let output = entry.tool.call(&mut inv, input).await?;
-    if let (Some(validator), Some(structured)) = (&entry.output_validator, &output.structured) {
-        check_schema(&d.name, validator, structured).map_err(|e| {
-            CallError::new(
-                ErrorClass::ToolError,
-                format!(
-                    "The tool's structured output does not match its output schema: {}",
-                    e.message
-                ),
-            )
-        })?;
+        // Permission.
+        let tool_decision = self.entry.tool.check_permissions(self.inv, &input).await?;
+        let project_root = self.airlock.grants().workspace().map(|w| w.guest.as_str());
+        let facts = CallFacts::new(
+            d,
+            flags,
+            &input,
+            self.cx.cwd(),
+            project_root,
+            self.entry.tool.origin().sandboxed(),
+        );
+        let (verdict, rewritten) = {
+            let rules = self.cx.rules();
+            permissions::decide(&rules, self.cx.mode(), &facts, &pre.verdict, &tool_decision)
+        };
+        self.settle_permission(verdict, &input, flags).await?;
+        if let Some(rewritten) = rewritten {
+            input = rewritten;
+            flags = self.revalidate(&input).await?;
+        }
+        self.result.flags = Some(flags);
+        self.inv.grants = self.entry.grants.for_call(d, flags, self.cx.env());
+        if self.inv.cancel.is_cancelled() {
+            return Err(CallError::cancelled(
+                "the call was cancelled before it started",
+            ));
+        }
+
+        // The call.
+        let called = Instant::now();
+        let mut output = self.entry.tool.call(self.inv, &input).await?;
+
+        // Result processing.
+        if let (Some(validator), Some(structured)) =
+            (&self.entry.output_validator, &output.structured)
+        {
+            check_schema(&d.name, validator, structured).map_err(|e| {
+                CallError::new(
+                    ErrorClass::ToolError,
+                    format!(
+                        "The tool's structured output does not match its output schema: {}",
+                        e.message
+                    ),
+                )
+            })?;
+        }
+        self.result.spilled_to = results::spill(
+            &mut output,
+            d.max_result_size,
+            self.airlock.results(),
+            &self.inv.tool_use_id,
+        )?;
+
+        // Post-tool hooks.
+        if !hooks.is_empty() {
+            let response = output
+                .structured
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({"content": output.text_content()}));
+            let ms = u64::try_from(called.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let post = hooks
+                .post_tool_use(&self.hook_event(&input), response, ms)
+                .await;
+            self.result
+                .additional_context
+                .extend(post.additional_context);
+            if let Some(updated) = post.updated_output {
+                output.content = vec![match updated {
+                    Value::String(text) => ContentBlock::Text(text),
+                    other => ContentBlock::Json(other),
+                }];
+                output.structured = None;
+            }
+            if let Some(reason) = post.block {
+                tracing::info!(tool = %d.name, "a PostToolUse hook blocked the result");
+                // The call ran, so its context changes still apply.
+                self.ran_changes = std::mem::take(&mut output.changes);
+                return Err(CallError::new(
+                    ErrorClass::PermissionDenied,
+                    format!("A PostToolUse hook blocked this result: {reason}"),
+                ));
+            }
+        }
+        Ok(output)
     }
-    *refused = cx.apply(&d.name, &output.changes, &inv.grants, true);
-    Ok(output)
+
+    async fn validate(&mut self, input: &Value) -> Result<(), CallError> {
+        check_schema(
+            &self.entry.descriptor().name,
+            &self.entry.input_validator,
+            input,
+        )?;
+        self.entry.tool.validate(self.inv, input).await
+    }
+
+    /// Validates and classifies an input a hook or the tool rewrote. A use
+    /// scheduled as concurrency-safe stays so (it may be running beside
+    /// others), which also keeps its handles read-only.
+    async fn revalidate(&mut self, input: &Value) -> Result<SafetyFlags, CallError> {
+        self.validate(input).await?;
+        let classified = self.entry.tool.classify(self.inv, input).await?;
+        let mut flags = SafetyFlags::effective(self.entry.descriptor().flags, classified);
+        if self.flags.contains(SafetyFlags::CONCURRENCY_SAFE) {
+            flags |= SafetyFlags::CONCURRENCY_SAFE;
+        }
+        Ok(flags)
+    }
+
+    fn hook_event<'b>(&'b self, input: &'b Value) -> HookEvent<'b> {
+        let d = self.entry.descriptor();
+        HookEvent {
+            session_id: self.cx.session_id(),
+            cwd: self.cx.cwd(),
+            permission_mode: self.cx.mode().to_string(),
+            tool_name: &d.name,
+            aliases: &d.aliases,
+            tool_input: input,
+            tool_use_id: &self.inv.tool_use_id,
+            agent_id: self.cx.agent_id(),
+            project_dir: self.airlock.grants().workspace().map(|w| w.guest.as_str()),
+        }
+    }
+
+    /// Turns the verdict into a go-ahead or an error, asking the user when
+    /// the verdict says so, and recording denials.
+    async fn settle_permission(
+        &mut self,
+        verdict: Verdict,
+        input: &Value,
+        flags: SafetyFlags,
+    ) -> Result<(), CallError> {
+        let name = self.entry.descriptor().name.clone();
+        let (allowed, source, reason) = match verdict {
+            Verdict::Allow(source) => (true, source, String::new()),
+            Verdict::Deny(source, reason) => (false, source, reason),
+            Verdict::Ask(_, reason) => {
+                let request = PermissionRequest {
+                    tool_name: name.clone(),
+                    tool_use_id: self.inv.tool_use_id.clone(),
+                    input: input.clone(),
+                    reason,
+                    flags,
+                };
+                let answer = tokio::select! {
+                    answer = self.airlock.prompter().ask(&request) => answer,
+                    () = self.inv.cancel.cancelled() => {
+                        return Err(CallError::cancelled("the call was cancelled while waiting for permission"));
+                    }
+                };
+                match answer {
+                    PermissionAnswer::Allow => (true, DecisionSource::User, String::new()),
+                    PermissionAnswer::AllowAlways => {
+                        if let Ok(rule) = Rule::parse(&name) {
+                            self.cx.add_rule(RuleKind::Allow, rule);
+                        }
+                        (true, DecisionSource::User, String::new())
+                    }
+                    PermissionAnswer::Deny(why) => (
+                        false,
+                        DecisionSource::User,
+                        match why {
+                            Some(why) => format!("The user denied permission to use {name}: {why}"),
+                            None => format!("The user denied permission to use {name}."),
+                        },
+                    ),
+                }
+            }
+        };
+        let decision = if allowed { "allow" } else { "deny" };
+        telemetry::record_decision(self.span, decision, &source.to_string());
+        self.result.permission = Some(PermissionRecord {
+            decision,
+            source: source.clone(),
+        });
+        if allowed {
+            return Ok(());
+        }
+        self.cx.record_denial(Denial {
+            tool_use_id: self.inv.tool_use_id.clone(),
+            tool: name,
+            source,
+            reason: reason.clone(),
+        });
+        Err(CallError::permission_denied(reason))
+    }
 }

@@ -1,0 +1,89 @@
+//! [`WasmHook`]: a hook written as a component exporting
+//! `airlock:tool/hook`. It runs sandboxed like a tool, with nothing
+//! granted (no filesystem, network or environment) and a time limit, in a
+//! fresh store per event.
+
+use super::Engine;
+use super::bindings::hook::{HookComponentPre, exports::airlock::tool::hook::HookResult};
+use super::linker::Needs;
+use super::run::{arm, guard, new_store, settle};
+use super::state::{CallIo, HostState};
+use crate::error::{CallError, LoadError};
+use crate::grants::CallGrants;
+use crate::tool::{CancellationToken, ProgressSink};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A hook's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookAnswer {
+    /// Carry on, with optional JSON output.
+    Proceed(Option<String>),
+    /// Block, with the reason.
+    Block(String),
+}
+
+/// A loaded hook component.
+pub struct WasmHook {
+    pre: HookComponentPre<HostState>,
+    engine: Engine,
+}
+
+impl std::fmt::Debug for WasmHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmHook").finish_non_exhaustive()
+    }
+}
+
+impl WasmHook {
+    /// Compiles and checks a hook component. A hook may not import
+    /// `wasi:http`: it never gets a network grant.
+    pub async fn load(engine: &Engine, bytes: Arc<[u8]>) -> Result<WasmHook, LoadError> {
+        let (component, imports) = engine.load_component(bytes).await?;
+        if let Some((import, _)) = imports.iter().find(|(_, needs)| *needs == Needs::Network) {
+            return Err(LoadError::UngrantedImport {
+                import: import.clone(),
+                needs: "a network grant".into(),
+                how: "hooks are never granted network access".into(),
+            });
+        }
+        let instance_pre = engine
+            .linker()
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let pre = HookComponentPre::new(instance_pre).map_err(|e| {
+            LoadError::Compile(format!("it does not export airlock:tool/hook: {e:#}"))
+        })?;
+        Ok(WasmHook {
+            pre,
+            engine: engine.clone(),
+        })
+    }
+
+    /// Handles one event (JSON text) in a fresh store, within `timeout`.
+    pub async fn handle(&self, event: &str, timeout: Duration) -> Result<HookAnswer, CallError> {
+        let name: Arc<str> = Arc::from("hook");
+        let io = CallIo::new(
+            name.clone(),
+            String::new(),
+            ProgressSink::none(),
+            CancellationToken::new(),
+            None,
+        );
+        let grants = CallGrants::nothing(timeout, self.engine.limits().memory_mib << 20);
+        let mut store = new_store(&self.engine, name, io, &grants, None)?;
+        let deadline = arm(&mut store, timeout, None);
+        let instance = guard(deadline, None, self.pre.instantiate_async(&mut store)).await;
+        let instance = settle(&store, instance, timeout)?;
+        let outcome = guard(
+            deadline,
+            None,
+            instance.airlock_tool_hook().call_handle(&mut store, event),
+        )
+        .await;
+        Ok(match settle(&store, outcome, timeout)? {
+            HookResult::Proceed(out) => HookAnswer::Proceed(out),
+            HookResult::Block(reason) => HookAnswer::Block(reason),
+        })
+    }
+}

@@ -1,0 +1,461 @@
+//! The streaming executor (the seed's StreamingToolExecutor): tool uses are
+//! added as the model streams them, start as soon as the scheduling rule
+//! allows, and come back in arrival order, each as soon as every earlier
+//! one is done.
+//!
+//! The rule: a use starts when nothing is running, or when it and
+//! everything running are concurrency-safe. Uses start in arrival order:
+//! none overtakes a use that is waiting (or still being classified).
+//!
+//! Invariants:
+//! - every tool use added gets exactly one result, in arrival order;
+//! - an exclusive use runs alone, and its context changes are applied
+//!   before the next use starts, so every later use sees them; a
+//!   concurrency-safe use's changes are limited to recorded reads;
+//! - progress events are forwarded at once;
+//! - an error from a use flagged cancels-siblings-on-error cancels its
+//!   running and queued siblings ("cancelled: a sibling failed"), and the
+//!   context's abort handle stays untouched;
+//! - the user's interrupt (cancelling the context's abort handle, or
+//!   [`Executor::interrupt`]) stops cancel-behaviour uses within an epoch
+//!   tick, lets block-behaviour uses finish, and answers queued uses with
+//!   "cancelled by user".
+//!
+//! The scheduler is one task that owns the [`ToolContext`]; classification
+//! and execution run in tasks of their own and report back to it.
+
+use crate::Airlock;
+use crate::context::ToolContext;
+use crate::descriptor::SafetyFlags;
+use crate::error::{CallError, ErrorClass};
+use crate::pipeline::{self, CallControl, Completed, Prepared, ToolResult, ToolUse};
+use crate::tool::{CancellationToken, ProgressEvent, ProgressSink};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How many progress events may wait to be read before new ones are dropped.
+const PROGRESS_BUFFER: usize = 1024;
+
+/// What the executor reports.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ExecutorEvent {
+    /// A use was added.
+    Queued {
+        /// Its id.
+        tool_use_id: String,
+        /// When, since the executor started.
+        #[serde(rename = "t_ms", serialize_with = "as_ms")]
+        at: Duration,
+    },
+    /// A use started running.
+    Started {
+        /// Its id.
+        tool_use_id: String,
+        /// When.
+        #[serde(rename = "t_ms", serialize_with = "as_ms")]
+        at: Duration,
+    },
+    /// A use finished (in completion order; its result follows in order).
+    Finished {
+        /// Its id.
+        tool_use_id: String,
+        /// When.
+        #[serde(rename = "t_ms", serialize_with = "as_ms")]
+        at: Duration,
+    },
+    /// Progress of a running use.
+    Progress(ProgressEvent),
+    /// A result, in arrival order.
+    Result(Box<ToolResult>),
+}
+
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0)
+}
+
+#[derive(Debug)]
+enum Command {
+    Add(ToolUse),
+    AddFailed(ToolUse, CallError),
+    Close,
+}
+
+/// A streaming executor for one batch of tool uses (one model message).
+pub struct Executor {
+    handle: ExecutorHandle,
+    events: mpsc::UnboundedReceiver<ExecutorEvent>,
+    task: tokio::task::JoinHandle<ToolContext>,
+}
+
+/// The feeding side of an [`Executor`]: cheap to clone, so one task can
+/// feed tool uses while another reads the events.
+#[derive(Clone, Debug)]
+pub struct ExecutorHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    abort: CancellationToken,
+}
+
+impl ExecutorHandle {
+    /// Adds a tool use, as soon as its block is complete in the stream.
+    pub fn add(&self, tool_use: ToolUse) {
+        let _ = self.commands.send(Command::Add(tool_use));
+    }
+
+    /// Adds a tool use that is already known to fail (a block whose input
+    /// did not parse): it gets `error` as its result, in its place.
+    pub fn add_failed(&self, tool_use: ToolUse, error: CallError) {
+        let _ = self.commands.send(Command::AddFailed(tool_use, error));
+    }
+
+    /// Says no more tool uses will come (the message ended).
+    pub fn close(&self) {
+        let _ = self.commands.send(Command::Close);
+    }
+
+    /// The user's interrupt: cancels the context's abort handle.
+    pub fn interrupt(&self) {
+        self.abort.cancel();
+    }
+}
+
+impl Executor {
+    /// Starts an executor over `cx` (see [`Airlock::executor`]).
+    pub fn new(airlock: Airlock, cx: ToolContext) -> Executor {
+        let (commands, command_rx) = mpsc::unbounded_channel();
+        let (event_tx, events) = mpsc::unbounded_channel();
+        let abort = cx.abort_handle().clone();
+        let task = tokio::spawn(Scheduler::new(airlock, cx, event_tx).run(command_rx));
+        Executor {
+            handle: ExecutorHandle { commands, abort },
+            events,
+            task,
+        }
+    }
+
+    /// The feeding side, for a task of its own.
+    pub fn handle(&self) -> ExecutorHandle {
+        self.handle.clone()
+    }
+
+    /// Adds a tool use, as soon as its block is complete in the stream.
+    pub fn add(&self, tool_use: ToolUse) {
+        self.handle.add(tool_use);
+    }
+
+    /// Adds a tool use that is already known to fail (see
+    /// [`ExecutorHandle::add_failed`]).
+    pub fn add_failed(&self, tool_use: ToolUse, error: CallError) {
+        self.handle.add_failed(tool_use, error);
+    }
+
+    /// Says no more tool uses will come (the message ended).
+    pub fn close(&self) {
+        self.handle.close();
+    }
+
+    /// The user's interrupt: cancels the context's abort handle.
+    pub fn interrupt(&self) {
+        self.handle.interrupt();
+    }
+
+    /// The next event; `None` once the executor is closed and every result
+    /// is out.
+    pub async fn next(&mut self) -> Option<ExecutorEvent> {
+        self.events.recv().await
+    }
+
+    /// Closes the executor, collects the remaining results (dropping other
+    /// events) and returns them with the context.
+    pub async fn finish(mut self) -> (Vec<ToolResult>, ToolContext) {
+        self.close();
+        let mut results = Vec::new();
+        while let Some(event) = self.events.recv().await {
+            if let ExecutorEvent::Result(r) = event {
+                results.push(*r);
+            }
+        }
+        let cx = self.task.await.expect("the scheduler does not panic");
+        (results, cx)
+    }
+
+    /// Waits for the scheduler to end (after [`Executor::close`] and once
+    /// every event was read) and returns the context.
+    pub async fn into_context(self) -> ToolContext {
+        drop(self.events);
+        self.task.await.expect("the scheduler does not panic")
+    }
+}
+
+/// Where a use is.
+enum State {
+    Classifying,
+    Queued(Box<Prepared>),
+    Running { concurrency_safe: bool },
+    Done(Box<ToolResult>),
+    Emitted,
+}
+
+struct Tracked {
+    id: String,
+    name: String,
+    state: State,
+}
+
+/// What a worker task reports.
+enum Report {
+    Classified(usize, Box<Prepared>),
+    Finished(usize, Box<Completed>, bool),
+}
+
+struct Scheduler {
+    airlock: Airlock,
+    cx: ToolContext,
+    events: mpsc::UnboundedSender<ExecutorEvent>,
+    reports_tx: mpsc::UnboundedSender<Report>,
+    reports: mpsc::UnboundedReceiver<Report>,
+    progress: ProgressSink,
+    progress_rx: mpsc::Receiver<ProgressEvent>,
+    uses: Vec<Tracked>,
+    emitted: usize,
+    started: Instant,
+    batch: CancellationToken,
+    interrupted: bool,
+    sibling_failed: Option<String>,
+}
+
+impl Scheduler {
+    fn new(
+        airlock: Airlock,
+        cx: ToolContext,
+        events: mpsc::UnboundedSender<ExecutorEvent>,
+    ) -> Self {
+        let (reports_tx, reports) = mpsc::unbounded_channel();
+        let (progress, progress_rx) = ProgressSink::channel(PROGRESS_BUFFER);
+        let batch = cx.abort_handle().child_token();
+        Scheduler {
+            airlock,
+            cx,
+            events,
+            reports_tx,
+            reports,
+            progress,
+            progress_rx,
+            uses: Vec::new(),
+            emitted: 0,
+            started: Instant::now(),
+            batch,
+            interrupted: false,
+            sibling_failed: None,
+        }
+    }
+
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> ToolContext {
+        let abort = self.cx.abort_handle().clone();
+        let mut closed = false;
+        loop {
+            if closed && self.emitted == self.uses.len() {
+                break;
+            }
+            tokio::select! {
+                command = commands.recv(), if !closed => match command {
+                    Some(Command::Add(tool_use)) => self.add(tool_use),
+                    Some(Command::AddFailed(tool_use, error)) => self.add_failed(tool_use, error),
+                    Some(Command::Close) | None => closed = true,
+                },
+                Some(report) = self.reports.recv() => self.report(report),
+                Some(progress) = self.progress_rx.recv() => {
+                    let _ = self.events.send(ExecutorEvent::Progress(progress));
+                }
+                () = abort.cancelled(), if !self.interrupted => self.interrupt(),
+            }
+            self.start_what_can_start();
+            self.emit_ready();
+        }
+        // Progress that raced the last result still goes out.
+        while let Ok(progress) = self.progress_rx.try_recv() {
+            let _ = self.events.send(ExecutorEvent::Progress(progress));
+        }
+        self.cx
+    }
+
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    fn add(&mut self, tool_use: ToolUse) {
+        let i = self.track(&tool_use);
+        if let Some(message) = self.cancellation_message() {
+            self.uses[i].state = State::Done(Box::new(self.cancelled(i, message)));
+            return;
+        }
+        let airlock = self.airlock.clone();
+        let snapshot = self.cx.clone();
+        let reports = self.reports_tx.clone();
+        tokio::spawn(async move {
+            let prepared = pipeline::prepare(&airlock, &snapshot, tool_use).await;
+            let _ = reports.send(Report::Classified(i, Box::new(prepared)));
+        });
+    }
+
+    fn add_failed(&mut self, tool_use: ToolUse, error: CallError) {
+        let i = self.track(&tool_use);
+        self.uses[i].state = State::Done(Box::new(ToolResult::failed(
+            tool_use.id,
+            tool_use.name,
+            error,
+        )));
+    }
+
+    fn track(&mut self, tool_use: &ToolUse) -> usize {
+        let _ = self.events.send(ExecutorEvent::Queued {
+            tool_use_id: tool_use.id.clone(),
+            at: self.now(),
+        });
+        self.uses.push(Tracked {
+            id: tool_use.id.clone(),
+            name: tool_use.name.clone(),
+            state: State::Classifying,
+        });
+        self.uses.len() - 1
+    }
+
+    fn report(&mut self, report: Report) {
+        match report {
+            Report::Classified(i, prepared) => {
+                if !matches!(self.uses[i].state, State::Classifying) {
+                    return;
+                }
+                self.uses[i].name = prepared.name().to_string();
+                self.uses[i].state = match self.cancellation_message() {
+                    Some(message) => State::Done(Box::new(self.cancelled(i, message))),
+                    None => State::Queued(prepared),
+                };
+            }
+            Report::Finished(i, completed, concurrency_safe) => {
+                let _ = self.events.send(ExecutorEvent::Finished {
+                    tool_use_id: self.uses[i].id.clone(),
+                    at: self.now(),
+                });
+                let mut result = self.cx.finish(*completed, !concurrency_safe);
+                let failed_for_real =
+                    matches!(&result.outcome, Err(e) if e.class != ErrorClass::Cancelled);
+                let cancels_siblings = result
+                    .flags
+                    .is_some_and(|f| f.contains(SafetyFlags::CANCELS_SIBLINGS_ON_ERROR));
+                if failed_for_real && cancels_siblings && self.sibling_failed.is_none() {
+                    self.sibling_failed = Some(format!("{} ({})", result.name, result.id));
+                    self.batch.cancel();
+                    self.cancel_waiting();
+                }
+                if let Err(e) = &mut result.outcome
+                    && e.class == ErrorClass::Cancelled
+                    && let Some(message) = self.cancellation_message()
+                {
+                    e.message = message;
+                }
+                self.uses[i].state = State::Done(Box::new(result));
+            }
+        }
+    }
+
+    /// Why new or waiting uses are cancelled, if they are. The abort handle
+    /// is read directly, so a result that races the interrupt is labelled
+    /// right.
+    fn cancellation_message(&self) -> Option<String> {
+        if self.interrupted || self.cx.abort_handle().is_cancelled() {
+            Some("cancelled by user".into())
+        } else {
+            self.sibling_failed
+                .as_ref()
+                .map(|s| format!("cancelled: a sibling failed ({s})"))
+        }
+    }
+
+    fn cancelled(&self, i: usize, message: String) -> ToolResult {
+        ToolResult::failed(
+            &self.uses[i].id,
+            &self.uses[i].name,
+            CallError::cancelled(message),
+        )
+    }
+
+    fn interrupt(&mut self) {
+        self.interrupted = true;
+        self.cancel_waiting();
+    }
+
+    /// Answers every use that has not started with the cancellation message.
+    fn cancel_waiting(&mut self) {
+        let Some(message) = self.cancellation_message() else {
+            return;
+        };
+        for i in 0..self.uses.len() {
+            if matches!(self.uses[i].state, State::Classifying | State::Queued(_)) {
+                self.uses[i].state = State::Done(Box::new(self.cancelled(i, message.clone())));
+            }
+        }
+    }
+
+    /// Starts waiting uses, in arrival order, while the rule allows.
+    fn start_what_can_start(&mut self) {
+        for i in 0..self.uses.len() {
+            let safe = match &self.uses[i].state {
+                State::Running { .. } | State::Done(_) | State::Emitted => continue,
+                State::Classifying => return,
+                State::Queued(prepared) => prepared.concurrency_safe(),
+            };
+            let running: Vec<bool> = self
+                .uses
+                .iter()
+                .filter_map(|u| match u.state {
+                    State::Running { concurrency_safe } => Some(concurrency_safe),
+                    _ => None,
+                })
+                .collect();
+            let allowed = running.is_empty() || (safe && running.iter().all(|&s| s));
+            if !allowed {
+                return;
+            }
+            self.start(i, safe);
+        }
+    }
+
+    fn start(&mut self, i: usize, concurrency_safe: bool) {
+        let State::Queued(prepared) =
+            std::mem::replace(&mut self.uses[i].state, State::Running { concurrency_safe })
+        else {
+            return;
+        };
+        let _ = self.events.send(ExecutorEvent::Started {
+            tool_use_id: self.uses[i].id.clone(),
+            at: self.now(),
+        });
+        let airlock = self.airlock.clone();
+        let snapshot = self.cx.clone();
+        let reports = self.reports_tx.clone();
+        let control = CallControl {
+            progress: self.progress.clone(),
+            cancel: self.batch.child_token(),
+        };
+        tokio::spawn(async move {
+            let completed = pipeline::execute(&airlock, &snapshot, *prepared, control).await;
+            let _ = reports.send(Report::Finished(i, Box::new(completed), concurrency_safe));
+        });
+    }
+
+    /// Sends every result whose predecessors are all out.
+    fn emit_ready(&mut self) {
+        while self.emitted < self.uses.len() {
+            let slot = &mut self.uses[self.emitted].state;
+            if !matches!(slot, State::Done(_)) {
+                return;
+            }
+            if let State::Done(result) = std::mem::replace(slot, State::Emitted) {
+                let _ = self.events.send(ExecutorEvent::Result(result));
+            }
+            self.emitted += 1;
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! The streaming executor: scheduling properties over random batches
+//! (proptest), sibling abort, and the user's interrupt mid-stream with both
+//! interrupt behaviours on real components.
+
+use airlock_host::descriptor::{InterruptBehavior, SafetyFlags};
+use airlock_host::pipeline::permissions::PermissionMode;
+use airlock_host::{Airlock, Engine, ErrorClass, ExecutorEvent, Grants, Registry, ToolUse};
+use airlock_tests::fake::{FakeTool, Run};
+use airlock_tests::*;
+use proptest::prelude::*;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A host whose tools are native fakes: `fake` (concurrency-safe unless the
+/// input says `"exclusive": true`), `reader` (concurrency-safe), `writer`
+/// (exclusive), `fragile` (exclusive, cancels siblings on error),
+/// `fragile_reader` (concurrency-safe, cancels siblings) and `stubborn`
+/// (concurrency-safe, block on interrupt).
+async fn fake_host(log: Arc<Mutex<Vec<Run>>>) -> Airlock {
+    let mut config = config();
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    let grants = Arc::new(Grants::from_config(&config).unwrap());
+    let engine = Engine::new(&config.limits).unwrap();
+    let mut registry = Registry::new();
+    let cs = SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE;
+    let siblings = SafetyFlags::CANCELS_SIBLINGS_ON_ERROR;
+    for (name, flags, interrupt) in [
+        ("reader", cs, InterruptBehavior::Cancel),
+        ("writer", SafetyFlags::empty(), InterruptBehavior::Cancel),
+        ("fragile", siblings, InterruptBehavior::Cancel),
+        ("fragile_reader", cs | siblings, InterruptBehavior::Cancel),
+        ("stubborn", cs, InterruptBehavior::Block),
+    ] {
+        let tool = FakeTool::new(name, flags, interrupt, log.clone());
+        registry
+            .add(Arc::new(tool), grants.for_tool(name).unwrap())
+            .unwrap();
+    }
+    let fake = FakeTool::new(
+        "fake",
+        SafetyFlags::empty(),
+        InterruptBehavior::Cancel,
+        log.clone(),
+    )
+    .classified_by_input();
+    registry
+        .add(Arc::new(fake), grants.for_tool("fake").unwrap())
+        .unwrap();
+    Airlock::from_parts(engine, grants, registry).await.unwrap()
+}
+
+/// One planned use: which tool, how long, and the gap before the next.
+#[derive(Clone, Debug)]
+struct Planned {
+    exclusive: bool,
+    ms: u64,
+    gap_ms: u64,
+}
+
+fn planned() -> impl Strategy<Value = Planned> {
+    (any::<bool>(), 0u64..25, 0u64..8).prop_map(|(exclusive, ms, gap_ms)| Planned {
+        exclusive,
+        ms,
+        gap_ms,
+    })
+}
+
+async fn run_batch(batch: &[Planned]) -> (Vec<String>, Vec<String>, Vec<Run>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let airlock = fake_host(log.clone()).await;
+    let executor = airlock.executor(airlock.context());
+    let ids: Vec<String> = (0..batch.len()).map(|i| format!("u{i}")).collect();
+    let feeder = {
+        let batch = batch.to_vec();
+        let ids = ids.clone();
+        async move {
+            for (p, id) in batch.iter().zip(&ids) {
+                executor.add(ToolUse::new(
+                    id.clone(),
+                    "fake",
+                    json!({"ms": p.ms, "exclusive": p.exclusive}),
+                ));
+                tokio::time::sleep(Duration::from_millis(p.gap_ms)).await;
+            }
+            executor.close();
+            executor
+        }
+    };
+    let mut executor = feeder.await;
+    let mut results = Vec::new();
+    let mut started = Vec::new();
+    while let Some(event) = executor.next().await {
+        match event {
+            ExecutorEvent::Result(r) => {
+                assert!(r.outcome.is_ok(), "{}: {:?}", r.id, r.outcome);
+                results.push(r.id.clone());
+            }
+            ExecutorEvent::Started { tool_use_id, .. } => started.push(tool_use_id),
+            _ => {}
+        }
+    }
+    let runs = log.lock().unwrap().clone();
+    (results, started, runs)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn scheduling_keeps_its_invariants(batch in proptest::collection::vec(planned(), 1..10)) {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let (results, started, runs) = rt.block_on(run_batch(&batch));
+        let ids: Vec<String> = (0..batch.len()).map(|i| format!("u{i}")).collect();
+
+        // Exactly one result per use, in arrival order; starts in arrival order.
+        prop_assert_eq!(&results, &ids);
+        prop_assert_eq!(&started, &ids);
+        prop_assert_eq!(runs.len(), batch.len());
+
+        // No exclusive call overlaps any other call.
+        for a in &runs {
+            for b in &runs {
+                if a.id != b.id && (!a.concurrency_safe || !b.concurrency_safe) {
+                    prop_assert!(a.end <= b.start || b.end <= a.start, "{} and {} overlap", a.id, b.id);
+                }
+            }
+        }
+
+        // Context changes in order: every call sees the last exclusive call before it.
+        for run in &runs {
+            let index: usize = run.id[1..].parse().unwrap();
+            let last_exclusive = (0..index).rev().find(|&j| batch[j].exclusive).map(|j| format!("u{j}"));
+            prop_assert_eq!(&run.saw_last, &last_exclusive, "{} saw the wrong context", run.id);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_failing_sibling_cancels_the_rest_of_the_batch() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let airlock = fake_host(log.clone()).await;
+    let cx = airlock.context();
+    let abort = cx.abort_handle().clone();
+    let executor = airlock.executor(cx);
+    executor.add(ToolUse::new("slow", "reader", json!({"ms": 2000})));
+    executor.add(ToolUse::new(
+        "boom",
+        "fragile_reader",
+        json!({"ms": 20, "fail": true}),
+    ));
+    executor.add(ToolUse::new("queued", "writer", json!({"ms": 10})));
+    executor.close();
+    let started = Instant::now();
+    let (results, cx) = executor.finish().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the slow sibling was stopped"
+    );
+    let summary: Vec<(String, Option<ErrorClass>, String)> = results
+        .iter()
+        .map(|r| {
+            (
+                r.id.clone(),
+                r.outcome.as_ref().err().map(|e| e.class.clone()),
+                r.text(),
+            )
+        })
+        .collect();
+    assert_eq!(summary[0].0, "slow");
+    assert_eq!(summary[0].1, Some(ErrorClass::Cancelled));
+    assert_eq!(
+        summary[0].2,
+        "cancelled: a sibling failed (fragile_reader (boom))"
+    );
+    assert_eq!(
+        summary[1],
+        (
+            "boom".into(),
+            Some(ErrorClass::ToolError),
+            "failed on purpose".into()
+        )
+    );
+    assert_eq!(summary[2].1, Some(ErrorClass::Cancelled));
+    assert!(summary[2].2.starts_with("cancelled: a sibling failed"));
+    assert!(
+        !abort.is_cancelled(),
+        "the parent stays alive so the model sees the error"
+    );
+    assert!(
+        log.lock().unwrap().iter().all(|r| r.id != "queued"),
+        "the queued sibling never ran"
+    );
+    assert!(!cx.abort_handle().is_cancelled());
+}
+
+#[tokio::test]
+async fn errors_from_other_tools_do_not_cancel_siblings() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let airlock = fake_host(log).await;
+    let executor = airlock.executor(airlock.context());
+    executor.add(ToolUse::new("a", "reader", json!({"ms": 50, "fail": true})));
+    executor.add(ToolUse::new("b", "reader", json!({"ms": 100})));
+    executor.add(ToolUse::new("c", "nonexistent", json!({})));
+    let (results, _) = executor.finish().await;
+    assert!(results[0].is_error());
+    assert!(!results[1].is_error());
+    assert_eq!(
+        results[2].outcome.as_ref().unwrap_err().class,
+        ErrorClass::UnknownTool
+    );
+}
+
+#[tokio::test]
+async fn an_exclusive_calls_change_is_seen_by_every_later_call() {
+    let ws = workspace(&[("sub/f.txt", "hello")]);
+    let airlock = airlock(workspace_config(ws.path())).await;
+    let airlock = airlock
+        .with_config({
+            let mut c = workspace_config(ws.path());
+            c.permissions.default_mode = PermissionMode::AcceptEdits;
+            c
+        })
+        .await
+        .unwrap();
+    let executor = airlock.executor(airlock.context());
+    executor.add(ToolUse::new("1", "read", json!({"file_path": "sub/f.txt"})));
+    executor.add(ToolUse::new("2", "cd", json!({"path": "sub"})));
+    executor.add(ToolUse::new("3", "read", json!({"file_path": "f.txt"})));
+    executor.add(ToolUse::new("4", "ls", json!({})));
+    let (results, cx) = executor.finish().await;
+    for r in &results {
+        assert!(!r.is_error(), "{}: {}", r.id, r.text());
+    }
+    assert!(results[2].text().contains("hello"));
+    assert!(results[3].text().starts_with(&path_in(ws.path(), "sub/")));
+    assert_eq!(cx.cwd(), path_in(ws.path(), "sub"));
+}
+
+/// The user's interrupt, mid-stream: the spinning guest (interrupt
+/// `cancel`) stops within a tick, the patient one (`block`) finishes,
+/// the queued call and a call added afterwards are cancelled by user.
+#[tokio::test]
+async fn an_interrupt_mid_stream_respects_interrupt_behaviour() {
+    let ws = workspace(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    for wasm in [guests::HOSTILE, guests::PATIENT] {
+        let path = std::path::Path::new(wasm);
+        std::fs::copy(path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    let mut config = workspace_config(ws.path());
+    config.tool_dirs = Some(vec![dir.path().to_path_buf()]);
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    let airlock = Airlock::new(config).await.unwrap();
+    let mut executor = airlock.executor(airlock.context());
+    executor.add(ToolUse::new("patient", "patient", json!({"ms": 600})));
+    executor.add(ToolUse::new("spin", "hostile", json!({"attack": "loop"})));
+    executor.add(ToolUse::new("queued", "cd", json!({"path": "."})));
+    let mut interrupted_at = None;
+    let mut finished = std::collections::HashMap::new();
+    let mut results = Vec::new();
+    let started = Instant::now();
+    loop {
+        let event = tokio::select! {
+            e = executor.next() => e,
+            () = tokio::time::sleep(Duration::from_millis(150)), if interrupted_at.is_none() => {
+                executor.interrupt();
+                interrupted_at = Some(Instant::now());
+                executor.add(ToolUse::new("late", "hostile", json!({"attack": "ok"})));
+                executor.close();
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
+        match event {
+            ExecutorEvent::Finished { tool_use_id, .. } => {
+                finished.insert(tool_use_id, Instant::now());
+            }
+            ExecutorEvent::Result(r) => results.push(*r),
+            _ => {}
+        }
+    }
+    let interrupted_at = interrupted_at.unwrap();
+    let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["patient", "spin", "queued", "late"],
+        "one result each, in order"
+    );
+
+    assert_eq!(
+        results[0].text(),
+        "finished; cancelled seen: true",
+        "block tools finish"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(600));
+
+    let spin = results[1].outcome.as_ref().unwrap_err();
+    assert_eq!(spin.class, ErrorClass::Cancelled);
+    assert_eq!(spin.message, "cancelled by user");
+    let stop_latency = finished["spin"] - interrupted_at;
+    assert!(
+        stop_latency < Duration::from_millis(100),
+        "stopped in {stop_latency:?}"
+    );
+
+    for r in &results[2..] {
+        assert_eq!(
+            r.outcome.as_ref().unwrap_err().message,
+            "cancelled by user",
+            "{}",
+            r.id
+        );
+    }
+}
