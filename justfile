@@ -39,3 +39,19 @@ lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
     cargo clippy --target wasm32-wasip2 --target-dir {{guest_target}} $(for m in guest-tools/*/Cargo.toml tests/guests/*/Cargo.toml; do echo --package $(sed -n 's/^name = "\(.*\)"$/\1/p' $m | head -n1); done) -- -D warnings
+
+# Run each fuzz target for SECONDS (default 600); needs nightly and cargo-fuzz.
+fuzz seconds="600":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cargo test --no-run -p airlock-host   # builds the first-party guests into {{guest_target}}
+    corpus=tests/fuzz/corpus
+    mkdir -p $corpus/component_load $corpus/input_path
+    cp {{guest_target}}/wasm32-wasip2/guest/*.wasm $corpus/component_load/
+    printf '\000{"file_path": "README.md", "offset": 2}' > $corpus/input_path/read
+    printf '\001{"pattern": "fn (\\\\w+)", "output_mode": "content", "-C": 1}' > $corpus/input_path/grep
+    printf '\002{"pattern": "**/*.rs"}' > $corpus/input_path/glob
+    printf '\003{"path": "src"}' > $corpus/input_path/ls
+    cd tests/fuzz
+    cargo +nightly fuzz run input_path -- -max_total_time={{seconds}} -timeout=20
+    cargo +nightly fuzz run component_load -- -max_total_time={{seconds}} -timeout=30 -rss_limit_mb=4096

@@ -110,6 +110,9 @@ pub struct ToolConfig {
     /// Overrides `limits.memory_mib` for this tool.
     #[serde(default)]
     pub memory_mib: Option<u64>,
+    /// Overrides `limits.write_mib` for this tool.
+    #[serde(default)]
+    pub write_mib: Option<u64>,
 }
 
 /// A directory besides the workspace.
@@ -173,6 +176,11 @@ pub struct Limits {
     pub hostcall_bytes: usize,
     /// Connect and first-byte timeout of an outgoing HTTP request.
     pub http_timeout_ms: u64,
+    /// Bytes a call may write to writable mounts, in MiB (sparse growth
+    /// counts its apparent size; each new file or directory costs 4 KiB).
+    pub write_mib: u64,
+    /// Wall-clock time compiling one component may take.
+    pub compile_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -195,8 +203,10 @@ impl Default for Limits {
             epoch_tick_ms: 10,
             resource_handles: 4096,
             random_bytes: 1 << 20,
-            hostcall_bytes: 16 << 20,
+            hostcall_bytes: 64 << 20,
             http_timeout_ms: 30_000,
+            write_mib: 128,
+            compile_timeout_ms: 120_000,
         }
     }
 }
@@ -304,6 +314,7 @@ impl Config {
             merged.mounts.extend(own.mounts.iter().cloned());
             merged.timeout_ms = own.timeout_ms.or(merged.timeout_ms);
             merged.memory_mib = own.memory_mib.or(merged.memory_mib);
+            merged.write_mib = own.write_mib.or(merged.write_mib);
         }
         merged
     }

@@ -30,6 +30,11 @@ pub enum ErrorClass {
     Trap,
     /// The guest wrote more output than allowed.
     OutputLimit,
+    /// The guest wrote more to its writable mounts than its budget.
+    WriteLimit,
+    /// The guest held too many handles, asked for too much random data, or
+    /// passed too much data to the host in one host call.
+    ResourceLimit,
     /// A filesystem or I/O failure, by errno name (`ENOENT`, `EPERM`, ...).
     Errno(String),
     /// The tool reported a failure of its own.
@@ -52,6 +57,8 @@ impl ErrorClass {
             ErrorClass::StackOverflow => "stack_overflow",
             ErrorClass::Trap => "trap",
             ErrorClass::OutputLimit => "output_limit",
+            ErrorClass::WriteLimit => "write_limit",
+            ErrorClass::ResourceLimit => "resource_limit",
             ErrorClass::Errno(name) => name,
             ErrorClass::ToolError => "tool_error",
             ErrorClass::UnknownTool => "unknown_tool",

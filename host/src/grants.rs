@@ -146,6 +146,7 @@ impl Grants {
             network: tc.network,
             timeout: Duration::from_millis(tc.timeout_ms.unwrap_or(limits.timeout_ms)),
             memory_bytes: tc.memory_mib.unwrap_or(limits.memory_mib) << 20,
+            write_bytes: tc.write_mib.unwrap_or(limits.write_mib) << 20,
         })
     }
 }
@@ -167,6 +168,8 @@ pub struct ToolGrants {
     pub timeout: Duration,
     /// Its memory limit per call, in bytes.
     pub memory_bytes: u64,
+    /// What one call may write to writable mounts, in bytes.
+    pub write_bytes: u64,
 }
 
 impl ToolGrants {
@@ -180,6 +183,7 @@ impl ToolGrants {
             network: Vec::new(),
             timeout: Duration::from_millis(limits.timeout_ms),
             memory_bytes: limits.memory_mib << 20,
+            write_bytes: limits.write_mib << 20,
         }
     }
 
@@ -243,6 +247,7 @@ impl ToolGrants {
             network,
             timeout: self.timeout,
             memory_bytes: self.memory_bytes,
+            write_bytes: self.write_bytes,
         }
     }
 }
@@ -269,10 +274,12 @@ pub struct CallGrants {
     pub timeout: Duration,
     /// The call's memory limit, in bytes.
     pub memory_bytes: u64,
+    /// What the call may write to writable mounts, in bytes.
+    pub write_bytes: u64,
 }
 
 impl CallGrants {
-    /// A call that gets nothing.
+    /// A call that gets nothing (and may write nothing).
     pub fn nothing(timeout: Duration, memory_bytes: u64) -> CallGrants {
         CallGrants {
             mounts: Vec::new(),
@@ -280,6 +287,7 @@ impl CallGrants {
             network: None,
             timeout,
             memory_bytes,
+            write_bytes: 0,
         }
     }
 

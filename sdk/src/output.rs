@@ -122,6 +122,11 @@ impl Output {
         self
     }
 
+    /// An output from the WIT record.
+    pub fn from_inner(inner: ToolOutput) -> Self {
+        Output { inner }
+    }
+
     /// The WIT record.
     pub fn into_inner(self) -> ToolOutput {
         self.inner

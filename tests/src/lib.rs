@@ -332,3 +332,107 @@ impl airlock_host::PermissionPrompter for ScriptedPrompter {
             )))
     }
 }
+
+/// The host's health, read from `/proc/self`: open file descriptors,
+/// resident memory and threads.
+#[derive(Clone, Copy, Debug)]
+pub struct Health {
+    /// Open file descriptors.
+    pub fds: usize,
+    /// Resident set size, in KiB.
+    pub rss_kib: u64,
+    /// Threads.
+    pub threads: u64,
+}
+
+/// The host's health now.
+pub fn health() -> Health {
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Health {
+        fds,
+        rss_kib: field("VmRSS:"),
+        threads: field("Threads:"),
+    }
+}
+
+/// Asserts the host is back near `before`: file descriptors within a few
+/// (tests run in parallel), resident memory within `slack_mib`.
+pub fn assert_recovered(before: Health, slack_mib: u64, what: &str) {
+    let after = health();
+    assert!(
+        after.fds <= before.fds + 32,
+        "{what}: fds {} -> {}",
+        before.fds,
+        after.fds
+    );
+    assert!(
+        after.rss_kib <= before.rss_kib + slack_mib * 1024,
+        "{what}: rss {} KiB -> {} KiB",
+        before.rss_kib,
+        after.rss_kib
+    );
+}
+
+/// The test guests, compiled once per test binary into one host; use
+/// [`hostile`] to grant them.
+pub fn hostile_base() -> &'static (Airlock, PathBuf) {
+    static BASE: OnceLock<(Airlock, PathBuf)> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("airlock-test-guests-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for wasm in [
+            guests::HOSTILE,
+            guests::FSPROBE,
+            guests::ABI_LIAR,
+            guests::LIAR,
+            guests::PATIENT,
+        ] {
+            let path = Path::new(wasm);
+            std::fs::copy(path, dir.join(path.file_name().unwrap())).unwrap();
+        }
+        let config = Config {
+            bundled_tools: false,
+            tool_dirs: Some(vec![dir.clone()]),
+            ..Config::default()
+        };
+        let airlock = std::thread::spawn(move || {
+            tokio::runtime::Runtime::new()
+                .expect("a runtime")
+                .block_on(Airlock::new(config))
+                .expect("the test guests load")
+        })
+        .join()
+        .expect("the loader thread");
+        (airlock, dir)
+    })
+}
+
+/// The test guests under `config`'s grants (its tool sources are replaced
+/// by the test guests'), without recompiling.
+pub async fn hostile(config: Config) -> Airlock {
+    let (base, dir) = hostile_base();
+    let config = Config {
+        bundled_tools: false,
+        tool_dirs: Some(vec![dir.clone()]),
+        ..config
+    };
+    base.with_config(config)
+        .await
+        .expect("the grants are valid")
+}
+
+/// Serialises the tests that use a lot of memory or measure the host's
+/// health, so one test's attack does not show in another's measurement.
+pub async fn measured() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}

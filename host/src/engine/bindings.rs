@@ -164,6 +164,24 @@ pub(crate) fn output_from_wit(
     o: wit::ToolOutput,
     bounds: JsonBounds,
 ) -> Result<ToolOutput, CallError> {
+    let size: usize = o
+        .content
+        .iter()
+        .map(|b| match b {
+            wit::ContentBlock::Text(t) | wit::ContentBlock::Json(t) => t.len(),
+            wit::ContentBlock::Image(i) => i.data.len(),
+            wit::ContentBlock::ResourceLink(l) => l.uri.len() + l.name.len(),
+        })
+        .sum();
+    if size > bounds.max_bytes {
+        return Err(CallError::new(
+            ErrorClass::OutputLimit,
+            format!(
+                "the tool returned {size} bytes of content; the limit is {} (limits.output_bytes)",
+                bounds.max_bytes
+            ),
+        ));
+    }
     let mut content = Vec::with_capacity(o.content.len());
     for block in o.content {
         content.push(match block {

@@ -10,6 +10,7 @@
 //! a grant (`wasi:http`) are reported so the registry can check the grant.
 
 use super::bindings::ToolComponent;
+use super::budget::Budgeted;
 use super::state::HostState;
 use crate::error::LoadError;
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -68,7 +69,7 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostS
     wasmtime_wasi_io::add_to_linker_async(&mut l)?;
     clocks::wall_clock::add_to_linker::<_, WasiClocks>(&mut l, HostState::clocks)?;
     clocks::monotonic_clock::add_to_linker::<_, WasiClocks>(&mut l, HostState::clocks)?;
-    filesystem::types::add_to_linker::<_, WasiFilesystem>(&mut l, HostState::filesystem)?;
+    filesystem::types::add_to_linker::<_, Budgeted>(&mut l, HostState::budgeted_fs)?;
     filesystem::preopens::add_to_linker::<_, WasiFilesystem>(&mut l, HostState::filesystem)?;
     random::random::add_to_linker::<_, WasiRandom>(&mut l, HostState::random)?;
     random::insecure::add_to_linker::<_, WasiRandom>(&mut l, HostState::random)?;

@@ -14,6 +14,7 @@
 //!   only `call` gets the call's grants.
 
 mod bindings;
+mod budget;
 mod linker;
 mod net;
 mod pipe;
@@ -123,7 +124,29 @@ impl Engine {
         if wasmtime::Engine::detect_precompiled(bytes).is_some() {
             return Err(LoadError::Precompiled);
         }
-        Component::new(&self.inner.engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))
+        // Compiling is untrusted work: it runs on a thread of its own, and
+        // a component that takes longer than the limit is refused (the
+        // thread is left to finish; the size cap bounds how long it can).
+        let timeout_ms = self.inner.limits.compile_timeout_ms;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let engine = self.inner.engine.clone();
+        let bytes = bytes.to_vec();
+        std::thread::Builder::new()
+            .name("airlock-compile".into())
+            .spawn(move || {
+                // Binary only: component text is never accepted from outside.
+                let _ = tx.send(Component::from_binary(&engine, &bytes));
+            })
+            .map_err(|e| LoadError::Compile(format!("cannot start the compiler thread: {e}")))?;
+        match rx.recv_timeout(Duration::from_millis(timeout_ms)) {
+            Ok(compiled) => compiled.map_err(|e| LoadError::Compile(format!("{e:#}"))),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                Err(LoadError::CompileTimeout(timeout_ms))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(LoadError::Compile("the compiler thread failed".into()))
+            }
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! tools and hooks.
 
 use super::Engine;
+use super::budget::WriteBudget;
 use super::net::NetHooks;
 use super::pipe::CappedPipe;
 use super::state::{CallIo, HostState, Limiter, Stop};
@@ -70,6 +71,7 @@ pub(crate) fn new_store(
         stopped: None,
         stdout,
         stderr,
+        budget: WriteBudget::new(grants.write_bytes),
     };
     let mut store = Store::new(engine.wasmtime(), state);
     store.limiter(|s| &mut s.limiter);
@@ -174,10 +176,20 @@ pub(crate) fn settle<T>(
             "the tool needed more memory than its limit (limits.memory_mib); the call was stopped",
         ));
     }
-    if state.limiter.table_denied || format!("{err:#}").contains("resource limit exceeded") {
+    let text = format!("{err:#}");
+    if state.limiter.table_denied || text.contains("resource limit exceeded") {
         return Err(CallError::new(
             ErrorClass::MemoryLimit,
             "the tool created more tables, instances or table elements than allowed; the call was stopped",
+        ));
+    }
+    if state.budget.exhausted() {
+        return Err(write_limit("the call was stopped"));
+    }
+    if let Some(what) = resource_limit_hit(&err, &text) {
+        return Err(CallError::new(
+            ErrorClass::ResourceLimit,
+            format!("the tool {what}; the call was stopped"),
         ));
     }
     let stderr = sanitize::clean_capped(
@@ -209,6 +221,35 @@ pub(crate) fn settle<T>(
             )),
         ),
     })
+}
+
+/// The error of a call that spent its write budget.
+pub(crate) fn write_limit(what_happened: &str) -> CallError {
+    CallError::new(
+        ErrorClass::WriteLimit,
+        format!("the tool wrote more than its write budget (limits.write_mib); {what_happened}"),
+    )
+}
+
+/// Which WASI resource limit a failure hit, if any: the resource table
+/// (open handles), hostcall fuel (data passed to the host in one call), or
+/// the random-bytes cap.
+fn resource_limit_hit(err: &wasmtime::Error, text: &str) -> Option<&'static str> {
+    if err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        )
+    }) || text.contains("resource table has no free keys")
+    {
+        Some("held more open handles than allowed (limits.resource_handles)")
+    } else if text.contains("fuel allocated for hostcalls has been exhausted") {
+        Some("passed more data to the host in one call than allowed (limits.hostcall_bytes)")
+    } else if text.contains("requested len") && text.contains("exceeds limit") {
+        Some("asked for more random bytes at once than allowed (limits.random_bytes)")
+    } else {
+        None
+    }
 }
 
 fn timeout(budget: Duration) -> CallError {

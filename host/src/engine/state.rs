@@ -7,6 +7,7 @@
 //! the receiver lags, logs stop after a budget, text is sanitised and capped.
 
 use super::bindings::airlock::tool::{host, types};
+use super::budget::{BudgetedFs, WriteBudget};
 use super::net::NetHooks;
 use super::pipe::CappedPipe;
 use crate::config::Limits;
@@ -71,6 +72,20 @@ pub(crate) struct HostState {
     pub(crate) stopped: Option<Stop>,
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
+    pub(crate) budget: Arc<WriteBudget>,
+}
+
+impl HostState {
+    /// The filesystem, charging this call's write budget.
+    pub(crate) fn budgeted_fs(&mut self) -> BudgetedFs<'_> {
+        BudgetedFs {
+            inner: wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+            budget: &self.budget,
+        }
+    }
 }
 
 impl WasiView for HostState {

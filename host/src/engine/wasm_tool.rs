@@ -13,7 +13,7 @@
 use super::Engine;
 use super::bindings::{self, ToolComponent, ToolComponentPre};
 use super::linker::Needs;
-use super::run::{arm, guard, new_store, settle};
+use super::run::{arm, guard, new_store, settle, write_limit};
 use super::state::{CallIo, HostState};
 use crate::descriptor::{Descriptor, InterruptBehavior, SafetyFlags};
 use crate::error::{CallError, LoadError};
@@ -252,6 +252,13 @@ impl Tool for WasmTool {
         .await;
         match settle(&store, outcome, timeout)? {
             Ok(output) => bindings::output_from_wit(output, self.engine.output_bounds()),
+            Err(error) if store.data().budget.exhausted() => {
+                let error = bindings::error_from_wit(error);
+                Err(write_limit(&format!(
+                    "the tool then reported: {}",
+                    error.message
+                )))
+            }
             Err(error) => Err(bindings::error_from_wit(error)),
         }
     }

@@ -8,7 +8,9 @@ use serde::Deserialize;
 /// What to do.
 #[derive(Deserialize, JsonSchema)]
 struct HostileInput {
-    /// `ok`, `loop`, `alloc`, `recurse`, `print`, `panic` or `block`.
+    /// `ok`, `loop`, `bulk`, `alloc`, `recurse`, `print`, `panic`, `block`,
+    /// `random`, `log_bomb`, `big_output`, `deep_json`, `exit`, `progress_flood`,
+    /// `stdin`, `remember`.
     attack: String,
     /// For `alloc`: how many MiB.
     mib: Option<usize>,
@@ -52,6 +54,47 @@ impl Tool for Hostile {
             "block" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 Ok(Output::text("woke up"))
+            }
+            "bulk" => {
+                let mut buf = vec![0u8; 32 << 20];
+                let mut byte = 0u8;
+                loop {
+                    byte = byte.wrapping_add(1);
+                    buf.fill(std::hint::black_box(byte));
+                }
+            }
+            "random" => {
+                let bytes = wasip2::random::random::get_random_bytes(1 << 30);
+                Ok(Output::text(format!("got {} random bytes", bytes.len())))
+            }
+            "log_bomb" => {
+                airlock_sdk::log(airlock_sdk::LogLevel::Info, &"x".repeat(128 << 20));
+                Ok(Output::text("logged"))
+            }
+            "big_output" => Ok(Output::text("y".repeat(32 << 20))),
+            "deep_json" => {
+                let mut deep = airlock_sdk::serde_json::json!(0);
+                for _ in 0..200 {
+                    deep = airlock_sdk::serde_json::json!([deep]);
+                }
+                Ok(Output::text("deep").structured(&deep))
+            }
+            "exit" => std::process::exit(3),
+            "stdin" => {
+                let mut buf = String::new();
+                let n = std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf).unwrap_or(0);
+                Ok(Output::text(format!("stdin gave {n} bytes")))
+            }
+            "remember" => {
+                static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                Ok(Output::text(format!("call number {n} in this instance")))
+            }
+            "progress_flood" => {
+                for i in 0..1_000_000u32 {
+                    _cx.progress(&format!("step {i}"), None);
+                }
+                Ok(Output::text("flooded"))
             }
             other => Err(ToolError::InvalidInput(format!("unknown attack {other}"))),
         }
