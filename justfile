@@ -54,4 +54,4 @@ fuzz seconds="600":
     printf '\003{"path": "src"}' > $corpus/input_path/ls
     cd tests/fuzz
     cargo +nightly fuzz run input_path -- -max_total_time={{seconds}} -timeout=20
-    cargo +nightly fuzz run component_load -- -max_total_time={{seconds}} -timeout=30 -rss_limit_mb=4096
+    cargo +nightly fuzz run component_load -- -max_total_time={{seconds}} -timeout=120 -rss_limit_mb=6144

@@ -66,7 +66,7 @@ impl Airlock {
     /// [`Airlock::with_prompter`] installs a prompter.
     pub async fn new(config: Config) -> anyhow::Result<Airlock> {
         let grants = Arc::new(Grants::from_config(&config)?);
-        let engine = Engine::new(&config.limits)?;
+        let engine = Engine::from_config(&config)?;
         let registry = Registry::load(&engine, &grants).await;
         Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
     }

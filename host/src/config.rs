@@ -58,6 +58,14 @@ pub struct Config {
     /// Pre- and post-tool hooks (Claude Code's `hooks`).
     #[serde(default)]
     pub hooks: HooksConfig,
+    /// Whether compiled tools are cached on disk, so a tool is compiled
+    /// once and later starts list it without compiling.
+    #[serde(default = "yes")]
+    pub artifact_cache: bool,
+    /// Where compiled tools are cached (default [`default_cache_dir`]). It
+    /// must belong to the user and be writable only by them.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -80,6 +88,8 @@ impl Default for Config {
             results_dir: None,
             permissions: PermissionsConfig::default(),
             hooks: HooksConfig::default(),
+            artifact_cache: true,
+            cache_dir: None,
         }
     }
 }
@@ -181,6 +191,10 @@ pub struct Limits {
     pub write_mib: u64,
     /// Wall-clock time compiling one component may take.
     pub compile_timeout_ms: u64,
+    /// Stores (instances of tools and hooks) that can be live at once,
+    /// preallocated by the pooling allocator; calls beyond it queue. `0`
+    /// allocates each store on demand instead, with no queue.
+    pub pool_slots: u32,
 }
 
 impl Default for Limits {
@@ -207,6 +221,7 @@ impl Default for Limits {
             http_timeout_ms: 30_000,
             write_mib: 128,
             compile_timeout_ms: 120_000,
+            pool_slots: 1000,
         }
     }
 }
@@ -246,6 +261,9 @@ impl Config {
             }
         }
         if let Some(dir) = &mut config.results_dir {
+            fix(dir);
+        }
+        if let Some(dir) = &mut config.cache_dir {
             fix(dir);
         }
         for group in config
@@ -318,6 +336,20 @@ impl Config {
         }
         merged
     }
+
+    /// The compiled-tool cache in effect, if any.
+    pub fn effective_cache_dir(&self) -> Option<PathBuf> {
+        if !self.artifact_cache {
+            return None;
+        }
+        self.cache_dir.clone().or_else(default_cache_dir)
+    }
+}
+
+/// The default cache of compiled tools: `$XDG_CACHE_HOME/airlock/artifacts`,
+/// or `~/.cache/airlock/artifacts`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    user_dir("XDG_CACHE_HOME", ".cache").map(|d| d.join("airlock/artifacts"))
 }
 
 /// The user's tool directory, where `just build-guests` installs tools:

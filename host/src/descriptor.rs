@@ -184,8 +184,23 @@ impl Serialize for SafetyFlags {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for SafetyFlags {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(d)?;
+        let mut flags = SafetyFlags::empty();
+        for name in names {
+            let (flag, _) = Self::NAMED
+                .iter()
+                .find(|(_, n)| *n == name)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown safety flag {name:?}")))?;
+            flags |= *flag;
+        }
+        Ok(flags)
+    }
+}
+
 /// What a user interrupt does to a running call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InterruptBehavior {
     /// Stop at once.
@@ -217,7 +232,7 @@ impl fmt::Display for WorkspaceAccess {
 }
 
 /// What a tool asks the host to grant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Capabilities {
     /// Access to the workspace.
     pub workspace: WorkspaceAccess,
@@ -238,7 +253,7 @@ impl Default for Capabilities {
 }
 
 /// Everything the host needs to list, schedule and check a tool.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Descriptor {
     /// Unique name (`^[a-zA-Z0-9_-]{1,64}$`).
     pub name: String,

@@ -18,8 +18,15 @@ pub mod guests {
 pub fn config() -> Config {
     Config {
         tool_dirs: Some(Vec::new()),
+        cache_dir: Some(test_cache_dir()),
         ..Config::default()
     }
+}
+
+/// The artifact cache the tests share (across runs too, so only the first
+/// run compiles the guests), apart from the user's own.
+pub fn test_cache_dir() -> PathBuf {
+    std::env::temp_dir().join("airlock-test-artifacts")
 }
 
 /// The bundled tools, compiled once per test binary (on a runtime of its

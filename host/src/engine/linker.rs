@@ -20,7 +20,7 @@ use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
 
 /// What an allowed import needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Needs {
     /// Nothing: the capability, if any, comes from the call's context.
     Nothing,
@@ -102,7 +102,7 @@ pub(crate) fn check_imports(
         .collect()
 }
 
-fn classify_import(name: &str) -> Result<Needs, LoadError> {
+pub(crate) fn classify_import(name: &str) -> Result<Needs, LoadError> {
     let forbidden = |reason: &str| LoadError::ForbiddenImport {
         import: name.to_string(),
         reason: reason.to_string(),

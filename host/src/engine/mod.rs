@@ -1,9 +1,15 @@
 //! The engine: wasmtime configured for untrusted tools, the epoch ticker
-//! that bounds their time, the one linker every tool shares, and the
-//! [`WasmTool`] adapter that puts a component behind the [`crate::Tool`]
-//! trait.
+//! that bounds their time, the one linker every tool shares, the pool of
+//! preallocated instance slots and the admission queue in front of it, the
+//! compiled-artifact cache, and the [`WasmTool`] adapter that puts a
+//! component behind the [`crate::Tool`] trait.
 //!
 //! Invariants this module keeps:
+//! - a store is only created holding an admission permit, and the permits
+//!   never outnumber the pool's instance slots, so a call waits for a slot
+//!   rather than failing for lack of one; hooks draw on a reserve of their
+//!   own, so tool uses holding a preflight store cannot starve the hooks
+//!   they wait on;
 //! - every store is fresh (one per phase of one tool use) and is dropped
 //!   after a trap, a timeout or a cancellation, never re-entered;
 //! - every store has a memory/table/instance limiter, an epoch deadline,
@@ -15,6 +21,7 @@
 
 mod bindings;
 mod budget;
+mod cache;
 mod linker;
 mod net;
 mod pipe;
@@ -26,14 +33,20 @@ mod wasm_tool;
 pub use wasm_hook::{HookAnswer, WasmHook};
 pub use wasm_tool::WasmTool;
 
-use crate::config::Limits;
-use crate::error::LoadError;
+use crate::config::{Config, Limits};
+use crate::descriptor::Descriptor;
+use crate::error::{CallError, LoadError};
 use crate::json::JsonBounds;
-use linker::linker;
+use cache::ArtifactCache;
+use linker::{Needs, linker};
 use state::HostState;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
+use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// The wasmtime engine, ticker and linker, shared by every tool.
 #[derive(Clone)]
@@ -45,6 +58,38 @@ struct Inner {
     engine: wasmtime::Engine,
     linker: Linker<HostState>,
     limits: Limits,
+    cache: Option<ArtifactCache>,
+    admission: Option<Admission>,
+}
+
+/// The queue in front of the pool: a permit per live store.
+struct Admission {
+    tools: Arc<Semaphore>,
+    hooks: Arc<Semaphore>,
+    /// Signalled whenever a store gives its slot back, for a store that
+    /// found the pool short of something other than instance slots.
+    freed: Arc<Notify>,
+}
+
+/// What a store is for, which decides the share of the pool it draws on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    /// A tool's preflight or call store.
+    Tool,
+    /// A hook's store.
+    Hook,
+}
+
+/// A store's claim on the pool, given back when the store is dropped.
+pub(crate) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    freed: Arc<Notify>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.freed.notify_waiters();
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -56,9 +101,25 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Configures wasmtime for `limits` and starts the epoch ticker (a
-    /// thread that stops when the last clone of the engine is dropped).
+    /// Configures wasmtime for `limits`, with no artifact cache, and starts
+    /// the epoch ticker (a thread that stops when the last clone of the
+    /// engine is dropped).
+    ///
+    /// ```
+    /// let engine = airlock_host::Engine::new(&airlock_host::Limits::default()).unwrap();
+    /// assert_eq!(engine.limits().pool_slots, 1000);
+    /// ```
     pub fn new(limits: &Limits) -> anyhow::Result<Engine> {
+        Engine::build(limits, None)
+    }
+
+    /// The engine a configuration asks for: its limits, and its artifact
+    /// cache ([`Config::effective_cache_dir`]) when that can be used safely.
+    pub fn from_config(config: &Config) -> anyhow::Result<Engine> {
+        Engine::build(&config.limits, config.effective_cache_dir().as_deref())
+    }
+
+    fn build(limits: &Limits, cache_dir: Option<&Path>) -> anyhow::Result<Engine> {
         let stack = limits.wasm_stack_kib << 10;
         let mut config = wasmtime::Config::new();
         config
@@ -67,14 +128,54 @@ impl Engine {
             .async_stack_size(stack + (1 << 20))
             .wasm_memory64(false)
             .cranelift_opt_level(wasmtime::OptLevel::Speed);
-        let engine = wasmtime::Engine::new(&config)?;
+        let slots = match limits.pool_slots {
+            0 => 0,
+            n => n.max(2),
+        };
+        let engine = if slots == 0 {
+            wasmtime::Engine::new(&config)?
+        } else {
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(limits, slots)));
+            match wasmtime::Engine::new(&config) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    // Typically a cap on address space (`ulimit -v`): the
+                    // pool reserves, but does not use, a few GiB per slot.
+                    tracing::warn!(
+                        "the instance pool ({slots} slots) cannot be reserved: {e:#}; allocating on demand"
+                    );
+                    config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+                    return Engine::assemble(wasmtime::Engine::new(&config)?, limits, cache_dir, 0);
+                }
+            }
+        };
+        Engine::assemble(engine, limits, cache_dir, slots)
+    }
+
+    fn assemble(
+        engine: wasmtime::Engine,
+        limits: &Limits,
+        cache_dir: Option<&Path>,
+        slots: u32,
+    ) -> anyhow::Result<Engine> {
         spawn_ticker(&engine, Duration::from_millis(limits.epoch_tick_ms.max(1)))?;
         let linker = linker(&engine)?;
+        let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
+        let admission = (slots > 0).then(|| {
+            let hooks = (slots / 8).max(1) as usize;
+            Admission {
+                tools: Arc::new(Semaphore::new(slots as usize - hooks)),
+                hooks: Arc::new(Semaphore::new(hooks)),
+                freed: Arc::new(Notify::new()),
+            }
+        });
         Ok(Engine {
             inner: Arc::new(Inner {
                 engine,
                 linker,
                 limits: limits.clone(),
+                cache,
+                admission,
             }),
         })
     }
@@ -91,6 +192,53 @@ impl Engine {
 
     pub(crate) fn linker(&self) -> &Linker<HostState> {
         &self.inner.linker
+    }
+
+    /// Whether stores come from a preallocated pool (and queue for it).
+    pub fn pooled(&self) -> bool {
+        self.inner.admission.is_some()
+    }
+
+    /// Where compiled components are cached, if anywhere.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.inner.cache.as_ref().map(ArtifactCache::dir)
+    }
+
+    pub(crate) fn cache(&self) -> Option<&ArtifactCache> {
+        self.inner.cache.as_ref()
+    }
+
+    /// Waits for a pool slot for a store of `kind`; `None` when stores are
+    /// allocated on demand. Cancelling `cancel` gives up the wait.
+    pub(crate) async fn admit(
+        &self,
+        kind: SlotKind,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Slot>, CallError> {
+        let Some(a) = &self.inner.admission else {
+            return Ok(None);
+        };
+        let share = match kind {
+            SlotKind::Tool => &a.tools,
+            SlotKind::Hook => &a.hooks,
+        };
+        let permit = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(CallError::cancelled("the call was cancelled while it waited for an instance slot")),
+            p = share.clone().acquire_owned() => p.map_err(|_| CallError::internal("the instance pool is closed"))?,
+        };
+        Ok(Some(Slot {
+            _permit: permit,
+            freed: a.freed.clone(),
+        }))
+    }
+
+    /// Waits until some store gives its slot back (or a short while, as a
+    /// backstop against a missed signal).
+    pub(crate) async fn slot_freed(&self) {
+        if let Some(a) = &self.inner.admission {
+            let _ = tokio::time::timeout(Duration::from_millis(10), a.freed.notified()).await;
+        }
     }
 
     /// Bounds on JSON going into a guest.
@@ -150,20 +298,88 @@ impl Engine {
     }
 }
 
+/// A component ready to pre-instantiate, and what is known about it.
+pub(crate) struct Loaded {
+    pub(crate) component: Component,
+    pub(crate) imports: Vec<(String, Needs)>,
+    /// The component's key in the artifact cache, if there is a cache.
+    pub(crate) key: Option<String>,
+    /// Whether it came out of the cache (and so is stored there already).
+    pub(crate) cached: bool,
+}
+
 impl Engine {
-    /// Compiles a component on a blocking thread and checks its imports
-    /// against the linker's allowlist.
-    pub(crate) async fn load_component(
-        &self,
-        bytes: std::sync::Arc<[u8]>,
-    ) -> Result<(Component, Vec<(String, linker::Needs)>), LoadError> {
-        let compiler = self.clone();
-        let component = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
-            .await
-            .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
+    /// The compiled component of `bytes`: out of the artifact cache when
+    /// it is there, else compiled on a blocking thread (and not yet
+    /// cached: the caller stores it once it has checked it). Either way its
+    /// imports are checked against the linker's allowlist.
+    pub(crate) async fn load_component(&self, bytes: Arc<[u8]>) -> Result<Loaded, LoadError> {
+        let engine = self.clone();
+        let (component, key, cached) = tokio::task::spawn_blocking(move || {
+            let key = engine.cache().map(|c| c.key(&bytes));
+            let hit = key
+                .as_deref()
+                .zip(engine.cache())
+                .and_then(|(key, cache)| cache.component(key, engine.wasmtime()));
+            match hit {
+                Some(component) => Ok((component, key, true)),
+                None => engine.compile(&bytes).map(|c| (c, key, false)),
+            }
+        })
+        .await
+        .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
         let imports = linker::check_imports(&component, self.wasmtime())?;
-        Ok((component, imports))
+        Ok(Loaded {
+            component,
+            imports,
+            key,
+            cached,
+        })
     }
+
+    /// Stores a freshly compiled component in the artifact cache, with the
+    /// tool's descriptor (`None` for a hook), on a blocking thread.
+    pub(crate) async fn cache_component(&self, loaded: &Loaded, descriptor: Option<&Descriptor>) {
+        let (Some(key), false) = (&loaded.key, loaded.cached) else {
+            return;
+        };
+        let engine = self.clone();
+        let (key, component, imports) = (
+            key.clone(),
+            loaded.component.clone(),
+            loaded.imports.clone(),
+        );
+        let descriptor = descriptor.cloned();
+        let stored = tokio::task::spawn_blocking(move || {
+            if let Some(cache) = engine.cache() {
+                cache.store(&key, &component, descriptor.as_ref(), &imports);
+            }
+        })
+        .await;
+        if let Err(e) = stored {
+            tracing::warn!("the artifact cache writer failed: {e}");
+        }
+    }
+}
+
+/// The pool for `slots` live stores. Instance slots are what admission
+/// counts; the other totals fit typical components (a Rust component has
+/// three core instances, one memory and two tables), and a store that finds
+/// one of them short waits for a slot to be freed. Per-component maxima
+/// match the limiter's, so a component within the limits fits; memories are
+/// capped by the limiter, not here, since a tool's grant may raise them.
+fn pool(limits: &Limits, slots: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(4).max(limits.instances))
+        .total_memories(slots.max(limits.memories))
+        .total_tables(slots.saturating_mul(2).max(limits.tables))
+        .total_stacks(slots)
+        .max_core_instances_per_component(limits.instances)
+        .max_memories_per_component(limits.memories)
+        .max_tables_per_component(limits.tables)
+        .table_elements(limits.table_elements as usize);
+    pool
 }
 
 /// Advances the engine's epoch every `tick`, from a thread that holds only

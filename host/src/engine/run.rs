@@ -1,14 +1,16 @@
-//! Running guest code: a fresh store per phase ([`new_store`]), armed
+//! Running guest code: a fresh store per phase, admitted to the instance
+//! pool and instantiated ([`instantiate`]) or just created ([`new_store`]),
+//! armed
 //! with an epoch deadline and cancellation ([`arm`]), every guest call
 //! raced against the wall clock and cancellation ([`guard`]), and every
 //! failure classified from what the store saw ([`settle`]). Shared by
 //! tools and hooks.
 
-use super::Engine;
 use super::budget::WriteBudget;
 use super::net::NetHooks;
 use super::pipe::CappedPipe;
 use super::state::{CallIo, HostState, Limiter, Stop};
+use super::{Engine, Slot, SlotKind};
 use crate::error::{CallError, ErrorClass};
 use crate::grants::CallGrants;
 use crate::sanitize::{self, Sink};
@@ -23,11 +25,63 @@ use wasmtime_wasi_http::WasiHttpCtx;
 /// How much of a guest's stderr a crash report quotes.
 const STDERR_TAIL: usize = 2048;
 
+/// A guest export (or instantiation) called on a store.
+pub(crate) type GuestCall<'a, T> =
+    std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<T>> + Send + 'a>>;
+
+/// What a store is made from.
+pub(crate) struct StoreSpec<'a> {
+    pub(crate) kind: SlotKind,
+    pub(crate) name: Arc<str>,
+    pub(crate) io: CallIo,
+    pub(crate) grants: &'a CallGrants,
+    pub(crate) cwd: Option<&'a str>,
+}
+
+/// A fresh store admitted to the pool, with the component instantiated in
+/// it by `instantiate` from `pre` (under the grants' time limit). Waits for a slot
+/// when the pool is full, including when it is short of memories, tables
+/// or core instances rather than instance slots.
+pub(crate) async fn instantiate<P: Sync, I>(
+    engine: &Engine,
+    spec: StoreSpec<'_>,
+    pre: &P,
+    instantiate: impl for<'a> Fn(&'a P, &'a mut Store<HostState>) -> GuestCall<'a, I>,
+) -> Result<(Store<HostState>, I), CallError> {
+    let timeout = spec.grants.timeout;
+    loop {
+        let slot = engine.admit(spec.kind, &spec.io.cancel).await?;
+        let mut store = new_store(
+            engine,
+            slot,
+            spec.name.clone(),
+            spec.io.clone(),
+            spec.grants,
+            spec.cwd,
+        )?;
+        let deadline = arm(&mut store, timeout, None);
+        let outcome = guard(deadline, None, instantiate(pre, &mut store)).await;
+        if let Guarded::Done(Err(e)) = &outcome
+            && e.is::<wasmtime::PoolConcurrencyLimitError>()
+        {
+            drop(store);
+            tokio::select! {
+                () = spec.io.cancel.cancelled() => return Err(CallError::cancelled("the call was cancelled while it waited for an instance slot")),
+                () = engine.slot_freed() => continue,
+            }
+        }
+        let instance = settle(&store, outcome, timeout)?;
+        return Ok((store, instance));
+    }
+}
+
 /// A fresh store for one phase of a call: WASI built from `grants`
 /// (preopens, env, no stdio, capped output), the network hooks, the
-/// limiter and hostcall fuel. `name` labels the store's logs.
+/// limiter and hostcall fuel. `name` labels the store's logs; `slot` is its
+/// claim on the pool.
 pub(crate) fn new_store(
     engine: &Engine,
+    slot: Option<Slot>,
     name: Arc<str>,
     io: CallIo,
     grants: &CallGrants,
@@ -72,6 +126,7 @@ pub(crate) fn new_store(
         stdout,
         stderr,
         budget: WriteBudget::new(grants.write_bytes),
+        _slot: slot,
     };
     let mut store = Store::new(engine.wasmtime(), state);
     store.limiter(|s| &mut s.limiter);

@@ -6,6 +6,7 @@
 //! Every host import here is cheap and bounded: progress is dropped when
 //! the receiver lags, logs stop after a budget, text is sanitised and capped.
 
+use super::Slot;
 use super::bindings::airlock::tool::{host, types};
 use super::budget::{BudgetedFs, WriteBudget};
 use super::net::NetHooks;
@@ -33,6 +34,7 @@ pub(crate) enum Stop {
 }
 
 /// The per-call services behind the host imports.
+#[derive(Clone)]
 pub(crate) struct CallIo {
     pub(crate) tool: Arc<str>,
     pub(crate) tool_use_id: String,
@@ -73,6 +75,8 @@ pub(crate) struct HostState {
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
     pub(crate) budget: Arc<WriteBudget>,
+    /// The store's claim on the instance pool, given back with the store.
+    pub(crate) _slot: Option<Slot>,
 }
 
 impl HostState {

@@ -3,11 +3,11 @@
 //! granted (no filesystem, network or environment) and a time limit, in a
 //! fresh store per event.
 
-use super::Engine;
 use super::bindings::hook::{HookComponentPre, exports::airlock::tool::hook::HookResult};
 use super::linker::Needs;
-use super::run::{arm, guard, new_store, settle};
+use super::run::{StoreSpec, arm, guard, instantiate, settle};
 use super::state::{CallIo, HostState};
+use super::{Engine, SlotKind};
 use crate::error::{CallError, LoadError};
 use crate::grants::CallGrants;
 use crate::tool::{CancellationToken, ProgressSink};
@@ -39,8 +39,12 @@ impl WasmHook {
     /// Compiles and checks a hook component. A hook may not import
     /// `wasi:http`: it never gets a network grant.
     pub async fn load(engine: &Engine, bytes: Arc<[u8]>) -> Result<WasmHook, LoadError> {
-        let (component, imports) = engine.load_component(bytes).await?;
-        if let Some((import, _)) = imports.iter().find(|(_, needs)| *needs == Needs::Network) {
+        let loaded = engine.load_component(bytes).await?;
+        if let Some((import, _)) = loaded
+            .imports
+            .iter()
+            .find(|(_, needs)| *needs == Needs::Network)
+        {
             return Err(LoadError::UngrantedImport {
                 import: import.clone(),
                 needs: "a network grant".into(),
@@ -49,11 +53,12 @@ impl WasmHook {
         }
         let instance_pre = engine
             .linker()
-            .instantiate_pre(&component)
+            .instantiate_pre(&loaded.component)
             .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         let pre = HookComponentPre::new(instance_pre).map_err(|e| {
             LoadError::Compile(format!("it does not export airlock:tool/hook: {e:#}"))
         })?;
+        engine.cache_component(&loaded, None).await;
         Ok(WasmHook {
             pre,
             engine: engine.clone(),
@@ -71,10 +76,18 @@ impl WasmHook {
             None,
         );
         let grants = CallGrants::nothing(timeout, self.engine.limits().memory_mib << 20);
-        let mut store = new_store(&self.engine, name, io, &grants, None)?;
+        let spec = StoreSpec {
+            kind: SlotKind::Hook,
+            name,
+            io,
+            grants: &grants,
+            cwd: None,
+        };
+        let (mut store, instance) = instantiate(&self.engine, spec, &self.pre, |pre, store| {
+            Box::pin(pre.instantiate_async(store))
+        })
+        .await?;
         let deadline = arm(&mut store, timeout, None);
-        let instance = guard(deadline, None, self.pre.instantiate_async(&mut store)).await;
-        let instance = settle(&store, instance, timeout)?;
         let outcome = guard(
             deadline,
             None,

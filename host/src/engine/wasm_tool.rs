@@ -2,7 +2,9 @@
 //!
 //! Loading compiles the component, checks its imports against the linker's
 //! allowlist, pre-instantiates it (bindgen's `ToolComponentPre`) and asks it
-//! to describe itself in a store with nothing granted. Each tool use then
+//! to describe itself in a store with nothing granted; what it learns goes
+//! into the artifact cache. A tool the cache already knows is listed from
+//! the cache's record and loaded on its first use. Each tool use then
 //! gets at most two fresh stores: one for the preflight exports (`classify`,
 //! `validate`, `check-permissions`; nothing granted, kept in the
 //! invocation's scratch slot between them), and one for `call`, built from
@@ -10,11 +12,11 @@
 //! wall-clock timeout and, for cancel-behaviour tools, the cancellation
 //! token; a failure is classified from what the store saw.
 
-use super::Engine;
 use super::bindings::{self, ToolComponent, ToolComponentPre};
-use super::linker::Needs;
-use super::run::{arm, guard, new_store, settle, write_limit};
+use super::linker::{self, Needs};
+use super::run::{GuestCall, StoreSpec, arm, guard, instantiate, settle, write_limit};
 use super::state::{CallIo, HostState};
+use super::{Engine, SlotKind};
 use crate::descriptor::{Descriptor, InterruptBehavior, SafetyFlags};
 use crate::error::{CallError, LoadError};
 use crate::grants::CallGrants;
@@ -23,20 +25,24 @@ use crate::sanitize::{self, Sink};
 use crate::tool::{Invocation, PermissionDecision, ProgressSink, Tool, ToolOrigin, ToolOutput};
 use async_trait::async_trait;
 use serde_json::Value;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
+use wasmtime::component::Component;
 
 /// A tool implemented by a WASI component.
 pub struct WasmTool {
     descriptor: Descriptor,
     origin: ToolOrigin,
     name: Arc<str>,
-    pre: ToolComponentPre<HostState>,
     engine: Engine,
     imports: Vec<(String, Needs)>,
+    bytes: Arc<[u8]>,
+    /// The pre-instantiated component: set at load when the tool was
+    /// compiled then, else on first use (from the artifact cache).
+    pre: OnceCell<Result<ToolComponentPre<HostState>, LoadError>>,
 }
 
 impl std::fmt::Debug for WasmTool {
@@ -44,6 +50,7 @@ impl std::fmt::Debug for WasmTool {
         f.debug_struct("WasmTool")
             .field("name", &self.name)
             .field("origin", &self.origin)
+            .field("ready", &self.pre.initialized())
             .finish_non_exhaustive()
     }
 }
@@ -55,62 +62,90 @@ struct Preflight {
 }
 
 impl WasmTool {
-    /// Loads a component: compile (on a blocking thread), check its
-    /// imports, pre-instantiate, describe, and check the descriptor.
+    /// Loads a component. When the artifact cache has it, the descriptor
+    /// comes from the cache and the component is loaded on first use;
+    /// otherwise it is compiled (on a blocking thread), its imports
+    /// checked, pre-instantiated and asked to describe itself, its
+    /// descriptor checked, and the result cached.
     pub async fn load(
         engine: &Engine,
         bytes: Arc<[u8]>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        let (component, imports) = engine.load_component(bytes).await?;
-        let instance_pre = engine
-            .linker()
-            .instantiate_pre(&component)
-            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        let pre = ToolComponentPre::new(instance_pre).map_err(|e| {
-            LoadError::Compile(format!("it does not export the airlock:tool world: {e:#}"))
-        })?;
-
-        let limits = engine.limits();
-        let budget = Duration::from_millis(limits.preflight_timeout_ms);
-        let grants = CallGrants::nothing(budget, limits.memory_mib << 20);
-        let unnamed: Arc<str> = Arc::from("(describing)");
-        let io = CallIo::new(
-            unnamed.clone(),
-            String::new(),
-            ProgressSink::none(),
-            CancellationToken::new(),
-            None,
-        );
-        let (mut store, instance) = instantiate(engine, &pre, unnamed, io, &grants, None)
-            .await
-            .map_err(|e| LoadError::Describe(e.message))?;
-        let deadline = arm(&mut store, budget, None);
-        let described = guard(
-            deadline,
-            None,
-            instance.airlock_tool_tool().call_describe(&mut store),
-        )
-        .await;
-        let wit_descriptor =
-            settle(&store, described, budget).map_err(|e| LoadError::Describe(e.message))?;
-        let descriptor = bindings::descriptor_from_wit(wit_descriptor, engine.output_bounds())
-            .map_err(LoadError::Describe)?;
-        let problems = descriptor.problems();
-        if !problems.is_empty() {
-            return Err(LoadError::InvalidDescriptor {
-                tool: sanitize::clean_capped(&descriptor.name, Sink::Line, 80),
-                problems,
-            });
+        if let Some(tool) = WasmTool::from_cache(engine, &bytes, &origin).await {
+            return Ok(tool);
         }
+        let loaded = engine.load_component(bytes.clone()).await?;
+        let pre = pre_instantiate(engine, &loaded.component)?;
+        let descriptor = describe(engine, &pre).await?;
+        engine.cache_component(&loaded, Some(&descriptor)).await;
         Ok(WasmTool {
             name: Arc::from(descriptor.name.as_str()),
             descriptor,
             origin,
-            pre,
             engine: engine.clone(),
-            imports,
+            imports: loaded.imports,
+            bytes,
+            pre: OnceCell::new_with(Some(Ok(pre))),
         })
+    }
+
+    /// The tool as the artifact cache records it, not yet loaded; `None`
+    /// unless the record is there and still checks out.
+    async fn from_cache(
+        engine: &Engine,
+        bytes: &Arc<[u8]>,
+        origin: &ToolOrigin,
+    ) -> Option<WasmTool> {
+        engine.cache()?;
+        let (looker, b) = (engine.clone(), bytes.clone());
+        let sidecar = tokio::task::spawn_blocking(move || {
+            let cache = looker.cache()?;
+            cache.sidecar(&cache.key(&b))
+        })
+        .await
+        .ok()??;
+        let descriptor = sidecar.descriptor?;
+        let still_allowed = sidecar
+            .imports
+            .iter()
+            .all(|(name, needs)| linker::classify_import(name).ok() == Some(*needs));
+        if !still_allowed || !descriptor.problems().is_empty() {
+            return None;
+        }
+        Some(WasmTool {
+            name: Arc::from(descriptor.name.as_str()),
+            descriptor,
+            origin: origin.clone(),
+            engine: engine.clone(),
+            imports: sidecar.imports,
+            bytes: bytes.clone(),
+            pre: OnceCell::new(),
+        })
+    }
+
+    /// Whether the component is loaded and pre-instantiated (rather than
+    /// waiting for its first use).
+    pub fn is_ready(&self) -> bool {
+        self.pre.initialized()
+    }
+
+    /// The pre-instantiated component, loaded now if this is its first use.
+    async fn pre(&self) -> Result<&ToolComponentPre<HostState>, CallError> {
+        self.pre
+            .get_or_init(|| async {
+                let loaded = self.engine.load_component(self.bytes.clone()).await?;
+                let pre = pre_instantiate(&self.engine, &loaded.component)?;
+                self.engine
+                    .cache_component(&loaded, Some(&self.descriptor))
+                    .await;
+                Ok(pre)
+            })
+            .await
+            .as_ref()
+            .map_err(|e| {
+                CallError::internal(format!("the tool's component could not be loaded: {e}"))
+            })
     }
 
     /// The component's imports that need a network grant.
@@ -132,15 +167,17 @@ impl WasmTool {
             let limits = self.engine.limits();
             let budget = Duration::from_millis(limits.preflight_timeout_ms).min(inv.grants.timeout);
             let nothing = CallGrants::nothing(budget, inv.grants.memory_bytes);
-            let io = self.io(inv);
-            let (store, instance) = instantiate(
-                &self.engine,
-                &self.pre,
-                self.name.clone(),
-                io,
-                &nothing,
-                None,
-            )
+            let spec = StoreSpec {
+                kind: SlotKind::Tool,
+                name: self.name.clone(),
+                io: self.io(inv),
+                grants: &nothing,
+                cwd: None,
+            };
+            let pre = self.pre().await?;
+            let (store, instance) = instantiate(&self.engine, spec, pre, |pre, s| {
+                Box::pin(pre.instantiate_async(s))
+            })
             .await?;
             inv.set_scratch(Preflight { store, instance });
         }
@@ -230,15 +267,17 @@ impl Tool for WasmTool {
         let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
         let cancel =
             (self.descriptor.interrupt == InterruptBehavior::Cancel).then(|| inv.cancel.clone());
-        let io = self.io(inv);
-        let (mut store, instance) = instantiate(
-            &self.engine,
-            &self.pre,
-            self.name.clone(),
-            io,
-            &inv.grants,
-            Some(&inv.context.cwd),
-        )
+        let spec = StoreSpec {
+            kind: SlotKind::Tool,
+            name: self.name.clone(),
+            io: self.io(inv),
+            grants: &inv.grants,
+            cwd: Some(&inv.context.cwd),
+        };
+        let pre = self.pre().await?;
+        let (mut store, instance) = instantiate(&self.engine, spec, pre, |pre, s| {
+            Box::pin(pre.instantiate_async(s))
+        })
         .await?;
         let timeout = inv.grants.timeout;
         let deadline = arm(&mut store, timeout, cancel.clone());
@@ -264,9 +303,6 @@ impl Tool for WasmTool {
     }
 }
 
-/// A guest export called on a store.
-type GuestCall<'a, T> = Pin<Box<dyn Future<Output = wasmtime::Result<T>> + Send + 'a>>;
-
 impl WasmTool {
     /// Calls a preflight export in this use's preflight store, under the
     /// preflight time budget. A store that failed cannot be re-entered, so it
@@ -288,18 +324,66 @@ impl WasmTool {
     }
 }
 
-/// A fresh store with `grants`, and the component instantiated in it.
-async fn instantiate(
+/// Pre-instantiates a component against the shared linker, as the
+/// `airlock:tool` world.
+fn pre_instantiate(
+    engine: &Engine,
+    component: &Component,
+) -> Result<ToolComponentPre<HostState>, LoadError> {
+    let instance_pre = engine
+        .linker()
+        .instantiate_pre(component)
+        .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+    ToolComponentPre::new(instance_pre).map_err(|e| {
+        LoadError::Compile(format!("it does not export the airlock:tool world: {e:#}"))
+    })
+}
+
+/// Asks a component to describe itself, in a store with nothing granted,
+/// and checks the descriptor.
+async fn describe(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
-    name: Arc<str>,
-    io: CallIo,
-    grants: &CallGrants,
-    cwd: Option<&str>,
-) -> Result<(Store<HostState>, ToolComponent), CallError> {
-    let mut store = new_store(engine, name, io, grants, cwd)?;
-    let deadline = arm(&mut store, grants.timeout, None);
-    let outcome = guard(deadline, None, pre.instantiate_async(&mut store)).await;
-    let instance = settle(&store, outcome, grants.timeout)?;
-    Ok((store, instance))
+) -> Result<Descriptor, LoadError> {
+    let limits = engine.limits();
+    let budget = Duration::from_millis(limits.preflight_timeout_ms);
+    let grants = CallGrants::nothing(budget, limits.memory_mib << 20);
+    let unnamed: Arc<str> = Arc::from("(describing)");
+    let spec = StoreSpec {
+        kind: SlotKind::Tool,
+        name: unnamed.clone(),
+        io: CallIo::new(
+            unnamed,
+            String::new(),
+            ProgressSink::none(),
+            CancellationToken::new(),
+            None,
+        ),
+        grants: &grants,
+        cwd: None,
+    };
+    let (mut store, instance) = instantiate(engine, spec, pre, |pre, s| {
+        Box::pin(pre.instantiate_async(s))
+    })
+    .await
+    .map_err(|e| LoadError::Describe(e.message))?;
+    let deadline = arm(&mut store, budget, None);
+    let described = guard(
+        deadline,
+        None,
+        instance.airlock_tool_tool().call_describe(&mut store),
+    )
+    .await;
+    let wit_descriptor =
+        settle(&store, described, budget).map_err(|e| LoadError::Describe(e.message))?;
+    let descriptor = bindings::descriptor_from_wit(wit_descriptor, engine.output_bounds())
+        .map_err(LoadError::Describe)?;
+    let problems = descriptor.problems();
+    if !problems.is_empty() {
+        return Err(LoadError::InvalidDescriptor {
+            tool: sanitize::clean_capped(&descriptor.name, Sink::Line, 80),
+            problems,
+        });
+    }
+    Ok(descriptor)
 }

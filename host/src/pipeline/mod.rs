@@ -205,8 +205,19 @@ impl Completed {
     }
 }
 
-/// Looks the tool up in `cx`'s view and classifies the input.
+/// Looks the tool up in `cx`'s view and classifies the input. The user's
+/// interrupt (`cx`'s abort handle) stops the classification.
 pub async fn prepare(airlock: &Airlock, cx: &ToolContext, tool_use: ToolUse) -> Prepared {
+    prepare_with(airlock, cx, tool_use, cx.abort_handle().child_token()).await
+}
+
+/// [`prepare`], stopped by `cancel`.
+async fn prepare_with(
+    airlock: &Airlock,
+    cx: &ToolContext,
+    tool_use: ToolUse,
+    cancel: CancellationToken,
+) -> Prepared {
     let started = Instant::now();
     let mut prepared = Prepared {
         entry: cx.tools().get(&tool_use.name).cloned(),
@@ -239,6 +250,7 @@ pub async fn prepare(airlock: &Airlock, cx: &ToolContext, tool_use: ToolUse) -> 
         CallGrants::nothing(entry.grants.timeout, entry.grants.memory_bytes),
         cx.read_files().clone(),
     );
+    inv.cancel = cancel;
     match entry
         .tool
         .classify(&mut inv, &prepared.tool_use.input)
@@ -324,7 +336,7 @@ pub async fn run(
     tool_use: ToolUse,
     control: CallControl,
 ) -> ToolResult {
-    let prepared = prepare(airlock, cx, tool_use).await;
+    let prepared = prepare_with(airlock, cx, tool_use, control.cancel.clone()).await;
     let completed = execute(airlock, cx, prepared, control).await;
     cx.finish(completed, true)
 }

@@ -6,9 +6,6 @@
 
 #![no_main]
 
-#[path = "common.rs"]
-mod common;
-
 use airlock_host::{Engine, Limits, Tool, ToolOrigin, WasmTool};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, OnceLock};
@@ -21,15 +18,23 @@ fn harness() -> &'static (tokio::runtime::Runtime, Engine) {
             compile_timeout_ms: 20_000,
             ..Limits::default()
         };
-        (common::runtime(), Engine::new(&limits).expect("an engine"))
+        (
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime"),
+            Engine::new(&limits).expect("an engine"),
+        )
     })
 }
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(
+    init: {
+        harness();
+    },
+    |data: &[u8]| {
     let (runtime, engine) = harness();
     let bytes: Arc<[u8]> = Arc::from(data);
     let loaded = runtime.block_on(WasmTool::load(engine, bytes, ToolOrigin::File("fuzz.wasm".into())));
     if let Ok(tool) = loaded {
         assert!(tool.descriptor().problems().is_empty());
     }
-});
+    }
+);

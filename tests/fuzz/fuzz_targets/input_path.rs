@@ -6,9 +6,6 @@
 
 #![no_main]
 
-#[path = "common.rs"]
-mod common;
-
 use airlock_host::json::{JsonBounds, parse};
 use airlock_host::{Airlock, Config, ToolUse};
 use libfuzzer_sys::fuzz_target;
@@ -37,7 +34,7 @@ fn harness() -> &'static Harness {
         std::fs::create_dir_all(workspace.join("src")).unwrap();
         std::fs::write(workspace.join("src/lib.rs"), "pub fn a() {}\n// TODO: b\n").unwrap();
         std::fs::write(workspace.join("README.md"), "# fuzz\nline two\n").unwrap();
-        let runtime = common::runtime();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
         let tools = tempdir_with_tools();
         let mut config = Config {
             bundled_tools: false,
@@ -62,13 +59,26 @@ fn tempdir_with_tools() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     for tool in TOOLS {
         let name = format!("airlock_tool_{tool}.wasm");
-        std::fs::copy(common::tool_dir().join(&name), dir.join(&name))
+        std::fs::copy(tool_dir().join(&name), dir.join(&name))
             .unwrap_or_else(|e| panic!("{name}: {e}; build the guests first (cargo test, or just build-guests)"));
     }
     dir
 }
 
-fuzz_target!(|data: &[u8]| {
+/// The directory holding `airlock_tool_*.wasm`: `$AIRLOCK_FUZZ_TOOLS`, or
+/// the workspace's guest build (made by `cargo test` or `just build-guests`).
+fn tool_dir() -> std::path::PathBuf {
+    std::env::var_os("AIRLOCK_FUZZ_TOOLS").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/guests/wasm32-wasip2/guest")
+    })
+}
+
+fuzz_target!(
+    init: {
+        // Compiling the tools takes a while; not as part of the first input.
+        harness();
+    },
+    |data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
@@ -93,4 +103,5 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(output) = &result.outcome {
         assert!(!output.content.is_empty() || output.structured.is_some());
     }
-});
+    }
+);
