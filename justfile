@@ -40,6 +40,10 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     cargo clippy --target wasm32-wasip2 --target-dir {{guest_target}} $(for m in guest-tools/*/Cargo.toml tests/guests/*/Cargo.toml; do echo --package $(sed -n 's/^name = "\(.*\)"$/\1/p' $m | head -n1); done) -- -D warnings
 
+# Run every benchmark and write BENCHMARKS.md (needs python3; installs hyperfine, ripgrep and rust-src when missing).
+bench:
+    python3 scripts/bench.py
+
 # Run each fuzz target for SECONDS (default 600); needs nightly and cargo-fuzz.
 fuzz seconds="600":
     #!/usr/bin/env bash

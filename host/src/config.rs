@@ -191,9 +191,9 @@ pub struct Limits {
     pub write_mib: u64,
     /// Wall-clock time compiling one component may take.
     pub compile_timeout_ms: u64,
-    /// Stores (instances of tools and hooks) that can be live at once,
-    /// preallocated by the pooling allocator; calls beyond it queue. `0`
-    /// allocates each store on demand instead, with no queue.
+    /// Tool stores that can be live at once, preallocated by the pooling
+    /// allocator (plus an eighth, at most 64, for hooks); calls beyond it
+    /// queue. `0` allocates each store on demand instead, with no queue.
     pub pool_slots: u32,
 }
 

@@ -209,6 +209,35 @@ pub enum InterruptBehavior {
     Block,
 }
 
+/// Which of a component's optional exports the host calls before a call
+/// (the WIT `preflight-exports`). One left out takes the answer a tool
+/// without it gives: the descriptor's flags, valid, pass-through. Native
+/// tools are always asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Preflight {
+    /// `classify` refines the flags per input.
+    pub classify: bool,
+    /// `validate` checks inputs beyond their schema.
+    pub validate: bool,
+    /// `check-permissions` has an opinion on some inputs.
+    pub check_permissions: bool,
+}
+
+impl Preflight {
+    /// Every export: what a tool that says nothing gets.
+    pub const ALL: Preflight = Preflight {
+        classify: true,
+        validate: true,
+        check_permissions: true,
+    };
+}
+
+impl Default for Preflight {
+    fn default() -> Self {
+        Preflight::ALL
+    }
+}
+
 /// Access to the workspace, ordered from least to most.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -273,6 +302,9 @@ pub struct Descriptor {
     pub flags: SafetyFlags,
     /// Interrupt behaviour.
     pub interrupt: InterruptBehavior,
+    /// Which optional exports the host calls (components only).
+    #[serde(default)]
+    pub preflight: Preflight,
     /// Listed by name only until tool search returns it.
     pub defer_loading: bool,
     /// Results longer than this (characters) are spilled to a file.
@@ -305,6 +337,7 @@ impl Descriptor {
             output_schema: None,
             flags: SafetyFlags::empty(),
             interrupt: InterruptBehavior::Cancel,
+            preflight: Preflight::ALL,
             defer_loading: false,
             max_result_size: DEFAULT_MAX_RESULT_SIZE,
             capabilities: Capabilities::default(),

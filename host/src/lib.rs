@@ -43,7 +43,7 @@ pub mod tool;
 pub use airlock::Airlock;
 pub use config::{Config, Limits};
 pub use context::ToolContext;
-pub use descriptor::{Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess};
+pub use descriptor::{Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess};
 pub use engine::{Engine, WasmTool};
 pub use error::{CallError, ErrorClass, LoadError};
 pub use executor::{Executor, ExecutorEvent, ExecutorHandle};

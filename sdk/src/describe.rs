@@ -2,7 +2,7 @@
 //! turns it into the WIT descriptor, deriving the input schema from the
 //! tool's input type.
 
-use crate::{Access, Flags, Interrupt, JsonSchema, wit};
+use crate::{Access, Flags, Interrupt, JsonSchema, Preflight, wit};
 
 /// The default size above which the host spills a result to a file.
 pub const DEFAULT_MAX_RESULT_SIZE: u32 = 50_000;
@@ -122,7 +122,11 @@ impl Describe {
     }
 
     /// Builds the WIT descriptor, deriving the input schema from `I`.
-    pub(crate) fn into_descriptor<I: JsonSchema>(self, crate_version: &str) -> wit::Descriptor {
+    pub(crate) fn into_descriptor<I: JsonSchema>(
+        self,
+        crate_version: &str,
+        preflight: Preflight,
+    ) -> wit::Descriptor {
         wit::Descriptor {
             title: self.title.unwrap_or_else(|| self.name.clone()),
             prompt: self.prompt.unwrap_or_else(|| self.description.clone()),
@@ -133,6 +137,7 @@ impl Describe {
             output_schema: self.output_schema.map(|s| s.to_string()),
             safety: self.flags,
             interrupt: self.interrupt,
+            preflight,
             defer_loading: self.defer_loading,
             max_result_size: self.max_result_size,
             capabilities: wit::Capabilities {
@@ -177,7 +182,7 @@ mod tests {
         let d = Describe::new("t", "A tool.")
             .flags(Flags::READ_ONLY)
             .workspace(Access::Read)
-            .into_descriptor::<Input>("1.2.3");
+            .into_descriptor::<Input>("1.2.3", Preflight::VALIDATE);
         let schema: serde_json::Value = serde_json::from_str(&d.input_schema).unwrap();
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["required"], serde_json::json!(["file_path"]));
@@ -187,5 +192,6 @@ mod tests {
         assert_eq!(d.title, "t");
         assert_eq!(d.prompt, "A tool.");
         assert_eq!(d.safety, Flags::READ_ONLY);
+        assert_eq!(d.preflight, Preflight::VALIDATE);
     }
 }

@@ -64,8 +64,8 @@ use bindings::airlock::tool::types as wit;
 
 pub use wit::{
     CallContext, ContentBlock, ContextChange, EnvVar, FileStamp, Image, IoError, Message, Mount,
-    PermissionDecision as Permission, ResourceLink, Role, SafetyFlags as Flags, StateEntry,
-    ToolError, ToolOutput,
+    PermissionDecision as Permission, PreflightExports as Preflight, ResourceLink, Role,
+    SafetyFlags as Flags, StateEntry, ToolError, ToolOutput,
 };
 pub use wit::{InterruptBehavior as Interrupt, WorkspaceAccess as Access};
 pub use wit_host::LogLevel;
@@ -84,11 +84,25 @@ pub use output::Output;
 /// Only [`Tool::describe`] and [`Tool::call`] are required. The other
 /// methods refine the host's decisions for one input; they run before the
 /// call is allowed, so the host gives them no filesystem, network or
-/// environment.
+/// environment. Declare the ones you implement in [`Tool::PREFLIGHT`].
 pub trait Tool {
     /// The input, deserialised from the model's JSON. Its JSON Schema is the
     /// tool's input schema (the root must be an object, so use a struct).
     type Input: serde::de::DeserializeOwned + JsonSchema;
+
+    /// Which of [`Tool::classify`], [`Tool::validate`] and
+    /// [`Tool::check_permissions`] this tool implements: the host calls only
+    /// these before a call, and a tool that declares none saves a sandbox
+    /// instantiation on every call (about half of Airlock's per-call cost).
+    /// Declare exactly what you override, for example
+    /// `const PREFLIGHT: Preflight = Preflight::VALIDATE;`, or
+    /// `Preflight::empty()`. The default, every method, is always correct.
+    ///
+    /// An undeclared `validate` or `check_permissions` still runs at the
+    /// start of `call`, so a declaration that leaves one out loses the early
+    /// answer (before the user is asked), never the check; an undeclared
+    /// `classify` is not called, and the descriptor's flags stand.
+    const PREFLIGHT: Preflight = Preflight::all();
 
     /// Describes the tool: name, prompt, flags, capabilities.
     fn describe() -> Describe;
@@ -276,7 +290,7 @@ pub mod __private {
     }
 
     pub fn describe<T: Tool>(crate_version: &str) -> wit::Descriptor {
-        T::describe().into_descriptor::<T::Input>(crate_version)
+        T::describe().into_descriptor::<T::Input>(crate_version, T::PREFLIGHT)
     }
 
     pub fn classify<T: Tool>(input: String) -> Option<Flags> {
@@ -301,7 +315,33 @@ pub mod __private {
         // model. A cwd outside every mount cannot be entered; `resolve`
         // reports such paths properly.
         let _ = std::env::set_current_dir(&cx.cwd);
-        T::call(input, &Context::new(cx)).map(Output::into_inner)
+        let cx = Context::new(cx);
+        undeclared_checks::<T>(&input, &cx)?;
+        T::call(input, &cx).map(Output::into_inner)
+    }
+
+    /// Runs the checks the host skipped because [`Tool::PREFLIGHT`] leaves
+    /// them out (nothing, for a tool that declares what it implements).
+    fn undeclared_checks<T: Tool>(input: &T::Input, cx: &Context) -> Result<(), ToolError> {
+        if !T::PREFLIGHT.contains(Preflight::VALIDATE) {
+            T::validate(input, cx).map_err(ToolError::InvalidInput)?;
+        }
+        if !T::PREFLIGHT.contains(Preflight::CHECK_PERMISSIONS) {
+            let undeclared = "; the tool implements check_permissions without declaring it in \
+                              Tool::PREFLIGHT, so the host could not act on its answer";
+            match T::check_permissions(input, cx) {
+                Permission::Passthrough | Permission::Allow(None) => {}
+                Permission::Allow(Some(_)) => {
+                    return Err(ToolError::Failed(format!(
+                        "the tool rewrote its input{undeclared}"
+                    )));
+                }
+                Permission::Ask(why) | Permission::Deny(why) => {
+                    return Err(ToolError::PermissionDenied(format!("{why}{undeclared}")));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -352,6 +392,67 @@ mod readme {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tool that checks its input and permissions but declares neither.
+    struct Forgetful;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct ForgetfulInput {
+        n: i64,
+    }
+
+    impl Tool for Forgetful {
+        type Input = ForgetfulInput;
+        const PREFLIGHT: Preflight = Preflight::empty();
+
+        fn describe() -> Describe {
+            Describe::new("forgetful", "Checks what it did not declare.")
+        }
+
+        fn validate(input: &ForgetfulInput, _cx: &Context) -> Result<(), String> {
+            if input.n < 0 {
+                return Err("n must not be negative".into());
+            }
+            Ok(())
+        }
+
+        fn check_permissions(input: &ForgetfulInput, _cx: &Context) -> Permission {
+            match input.n {
+                13 => Permission::Deny("13 is unlucky".into()),
+                7 => Permission::Ask("7 needs a human".into()),
+                _ => Permission::Passthrough,
+            }
+        }
+
+        fn call(input: ForgetfulInput, _cx: &Context) -> Result<Output, ToolError> {
+            Ok(Output::text(input.n.to_string()))
+        }
+    }
+
+    #[test]
+    fn undeclared_checks_still_run_before_the_call() {
+        let cwd = std::env::current_dir().unwrap();
+        let call = |n: i64| {
+            let context = CallContext {
+                cwd: cwd.to_string_lossy().into_owned(),
+                tool_use_id: "t1".into(),
+                agent_id: None,
+                mounts: Vec::new(),
+                state: Vec::new(),
+            };
+            __private::call::<Forgetful>(format!(r#"{{"n": {n}}}"#), context)
+        };
+        assert!(call(1).is_ok());
+        assert!(matches!(call(-1), Err(ToolError::InvalidInput(m)) if m.contains("negative")));
+        assert!(matches!(call(13), Err(ToolError::PermissionDenied(m)) if m.contains("unlucky")));
+        assert!(
+            matches!(call(7), Err(ToolError::PermissionDenied(m)) if m.contains("without declaring"))
+        );
+        assert_eq!(
+            __private::describe::<Forgetful>("0.1.0").preflight,
+            Preflight::empty()
+        );
+    }
 
     fn cx(cwd: &str, mounts: &[(&str, bool)]) -> Context {
         Context::new(CallContext {

@@ -441,6 +441,40 @@ async fn fs10_fs11_nul_bytes_and_overlong_paths_are_refused() {
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_fifos_and_devices_are_not_opened() {
+    // Filesystem calls run on the calling thread, so opening a FIFO (which
+    // blocks until a writer comes) would stall a runtime worker; it is
+    // refused before the open, and so is a symlink to one.
+    let (ws, _ro, _outside, config) = fs_setup();
+    let fifo = ws.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("pipe", ws.path().join("to-pipe")).unwrap();
+    let airlock = hostile(config).await;
+    let started = Instant::now();
+    for name in ["pipe", "to-pipe"] {
+        let path = path_in(ws.path(), name);
+        for op in ["read", "write"] {
+            let r =
+                tokio::time::timeout(Duration::from_secs(10), probe(&airlock, op, &path, "", 0))
+                    .await
+                    .expect("the open does not block");
+            let class = format!("{:?}", err(&r).class);
+            assert_eq!(class, r#"Errno("EPERM")"#, "{op} {name}: {r:?}");
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let inside = path_in(ws.path(), "inside.txt");
+    assert_eq!(
+        ok_text(&probe(&airlock, "read", &inside, "", 0).await),
+        "ok: inside"
+    );
+}
+
 #[tokio::test]
 async fn fs13_to_fs16_read_only_mounts_refuse_every_mutation() {
     let (ws, ro, _outside, config) = fs_setup();
@@ -523,9 +557,12 @@ async fn if06_nothing_survives_between_calls() {
 async fn load_bytes(bytes: &[u8], limits: Option<airlock_host::Limits>) -> Vec<LoadError> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("bad.wasm"), bytes).unwrap();
+    // Compiled, never taken from the artifact cache: compilation is what
+    // these tests exercise.
     let mut config = Config {
         bundled_tools: false,
         tool_dirs: Some(vec![dir.path().to_path_buf()]),
+        artifact_cache: false,
         ..Config::default()
     };
     if let Some(limits) = limits {

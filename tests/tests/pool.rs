@@ -10,7 +10,7 @@ use airlock_tests::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// A host with a pool of `slots` stores (one eighth, at least one, kept for
+/// A host with a pool of `slots` tool stores (and at least one more for
 /// hooks), running every tool without asking.
 async fn pooled(slots: u32, mut config: Config) -> Airlock {
     config.limits.pool_slots = slots;
@@ -36,9 +36,9 @@ async fn sleeps(airlock: &Airlock, n: usize, ms: u64) -> Vec<airlock_host::ToolR
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_beyond_the_pools_capacity_queue_and_all_succeed() {
-    // Four slots: three for tool stores, one for hooks. Twelve sleeps of
+    // Three slots for tool stores (and one for hooks). Twelve sleeps of
     // 150 ms can run at most three at a time, so they take four rounds.
-    let airlock = pooled(4, config()).await;
+    let airlock = pooled(3, config()).await;
     let started = Instant::now();
     let results = sleeps(&airlock, 12, 150).await;
     let took = started.elapsed();
@@ -53,8 +53,8 @@ async fn calls_beyond_the_pools_capacity_queue_and_all_succeed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waiting_for_a_slot_can_be_cancelled() {
-    // Two slots: one for tool stores, one for hooks.
-    let airlock = pooled(2, config()).await;
+    // One slot for tool stores (and one for hooks).
+    let airlock = pooled(1, config()).await;
     let holder = {
         let airlock = airlock.clone();
         tokio::spawn(async move {
@@ -89,24 +89,44 @@ async fn a_call_waiting_for_a_slot_can_be_cancelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_have_slots_of_their_own() {
-    // One tool slot and one hook slot. Each use holds its preflight store
-    // (sleep validates its input) while its pre-tool hook runs: were hooks
-    // drawing on the same slot, the first use would wait on itself.
+    // One tool slot and one hook slot. Each use of `patient` holds its
+    // preflight store (it declares every preflight export) while its
+    // pre-tool hook runs: were hooks drawing on the same slot, the first use
+    // would wait on itself.
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::PATIENT, tools.path().join("patient.wasm")).unwrap();
     let mut config = config();
+    config.tool_dirs = Some(vec![tools.path().to_path_buf()]);
     config.hooks.pre_tool_use = vec![HookMatcher {
-        matcher: Some("sleep".into()),
+        matcher: Some("patient".into()),
         hooks: vec![HookSpec::Wasm {
             component: guests::HOOK.into(),
             timeout: Some(5),
         }],
     }];
-    let airlock = pooled(2, config).await;
-    let results = tokio::time::timeout(Duration::from_secs(30), sleeps(&airlock, 4, 500))
+    let airlock = pooled(1, config).await;
+    let patient = airlock.registry().get("patient").expect("patient loads");
+    assert!(patient.descriptor().preflight.validate);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..4 {
+        let airlock = airlock.clone();
+        tasks.spawn(async move {
+            let mut cx = airlock.context();
+            let use_ = ToolUse::new(format!("p{i}"), "patient", json!({ "ms": 500 }));
+            airlock.call(&mut cx, use_).await
+        });
+    }
+    let results = tokio::time::timeout(Duration::from_secs(30), tasks.join_all())
         .await
         .expect("the uses finish");
     for r in &results {
-        // The test hook shortens every sleep to 1 ms.
-        assert_eq!(ok_text(r), "Slept 1 ms.");
+        assert_eq!(ok_text(r), "finished; cancelled seen: false");
+        assert!(
+            r.additional_context
+                .iter()
+                .any(|c| c.contains("shortened the sleep")),
+            "{r:?}"
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 //! workspaces, with its failure cases.
 
 use airlock_host::config::ToolConfig;
-use airlock_host::{ContentBlock, ErrorClass, SafetyFlags, WorkspaceAccess};
+use airlock_host::{ContentBlock, ErrorClass, Preflight, SafetyFlags, WorkspaceAccess};
 use airlock_tests::*;
 use serde_json::json;
 
@@ -787,6 +787,19 @@ async fn every_bundled_tool_has_a_sound_descriptor() {
         assert!(
             d.prompt.len() > d.description.len(),
             "{} has a real prompt",
+            d.name
+        );
+        // Only what a tool implements is called before a call; the rest
+        // save a preflight store.
+        let validates = ["edit", "fetch", "glob", "grep"].contains(&d.name.as_str());
+        assert_eq!(
+            d.preflight,
+            Preflight {
+                classify: false,
+                validate: validates,
+                check_permissions: false,
+            },
+            "{}",
             d.name
         );
     }

@@ -19,6 +19,7 @@ struct Cd;
 
 impl Tool for Cd {
     type Input = CdInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::empty();
 
     fn describe() -> Describe {
         Describe::new("cd", "Changes the working directory.")

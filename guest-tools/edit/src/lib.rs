@@ -32,6 +32,7 @@ struct Edit;
 
 impl Tool for Edit {
     type Input = EditInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::VALIDATE;
 
     fn describe() -> Describe {
         Describe::new("edit", "Replaces exact text in a file.")

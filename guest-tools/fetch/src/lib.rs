@@ -29,6 +29,7 @@ struct Fetch;
 
 impl Tool for Fetch {
     type Input = FetchInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::VALIDATE;
 
     fn describe() -> Describe {
         Describe::new(

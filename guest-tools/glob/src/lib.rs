@@ -26,6 +26,7 @@ struct Glob;
 
 impl Tool for Glob {
     type Input = GlobInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::VALIDATE;
 
     fn describe() -> Describe {
         Describe::new("glob", "Finds files by path pattern, newest first.")

@@ -81,6 +81,7 @@ struct Grep;
 
 impl Tool for Grep {
     type Input = GrepInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::VALIDATE;
 
     fn describe() -> Describe {
         Describe::new(

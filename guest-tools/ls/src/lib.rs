@@ -20,6 +20,7 @@ struct Ls;
 
 impl Tool for Ls {
     type Input = LsInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::empty();
 
     fn describe() -> Describe {
         Describe::new("ls", "Lists the entries of a directory.")

@@ -33,6 +33,7 @@ struct Read_;
 
 impl Tool for Read_ {
     type Input = ReadInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::empty();
 
     fn describe() -> Describe {
         Describe::new(

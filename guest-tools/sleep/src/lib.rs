@@ -6,8 +6,6 @@ use airlock_sdk::{Context, Describe, Flags, JsonSchema, Output, Tool, ToolError,
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 
-/// The longest a single sleep may last.
-const MAX_MS: u64 = 600_000;
 /// How often progress is reported.
 const SLICE: Duration = Duration::from_millis(100);
 
@@ -24,6 +22,7 @@ struct Sleep;
 
 impl Tool for Sleep {
     type Input = SleepInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::empty();
 
     fn describe() -> Describe {
         Describe::new(
@@ -36,16 +35,6 @@ impl Tool for Sleep {
                  waits. Use it to wait for something outside the agent to finish.",
         )
         .flags(Flags::READ_ONLY | Flags::CONCURRENCY_SAFE | Flags::IDEMPOTENT)
-    }
-
-    fn validate(input: &SleepInput, _cx: &Context) -> Result<(), String> {
-        if input.ms > MAX_MS {
-            return Err(format!(
-                "ms is {}; the most a sleep may last is {MAX_MS}",
-                input.ms
-            ));
-        }
-        Ok(())
     }
 
     fn call(input: SleepInput, cx: &Context) -> Result<Output, ToolError> {

@@ -22,6 +22,7 @@ struct Write;
 
 impl Tool for Write {
     type Input = WriteInput;
+    const PREFLIGHT: airlock_sdk::Preflight = airlock_sdk::Preflight::empty();
 
     fn describe() -> Describe {
         Describe::new("write", "Writes a whole file, replacing it if it exists.")

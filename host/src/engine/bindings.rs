@@ -6,7 +6,7 @@
 //! [`CallError`] or a descriptor problem, never a panic.
 
 use crate::descriptor::{
-    Capabilities, Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess,
+    Capabilities, Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess,
 };
 use crate::error::{CallError, ErrorClass};
 use crate::grants::CallGrants;
@@ -106,6 +106,13 @@ pub(crate) fn descriptor_from_wit(
         interrupt: match d.interrupt {
             wit::InterruptBehavior::Cancel => InterruptBehavior::Cancel,
             wit::InterruptBehavior::Block => InterruptBehavior::Block,
+        },
+        preflight: Preflight {
+            classify: d.preflight.contains(wit::PreflightExports::CLASSIFY),
+            validate: d.preflight.contains(wit::PreflightExports::VALIDATE),
+            check_permissions: d
+                .preflight
+                .contains(wit::PreflightExports::CHECK_PERMISSIONS),
         },
         defer_loading: d.defer_loading,
         max_result_size: d.max_result_size,

@@ -15,6 +15,10 @@
 //! When the budget runs out the operation fails with `quota` (EDQUOT) and
 //! nothing is written; the engine reports a call that then fails as
 //! `write_limit`. Reads, stats, renames and removals cost nothing.
+//!
+//! It also refuses to open anything but regular files, directories and
+//! symlinks (FIFOs, sockets, devices: `not-permitted`), since filesystem
+//! calls block the calling thread.
 
 use bytes::Bytes;
 use std::sync::Arc;
@@ -273,6 +277,15 @@ impl HostDescriptor for BudgetedFs<'_> {
         if oflags.contains(types::OpenFlags::CREATE) {
             self.budget.charge_fs(ENTRY_COST)?;
         }
+        // Filesystem calls run on the calling thread (see `run::new_store`),
+        // where opening a FIFO would block until a writer came: only
+        // regular files, directories and (refused by the open itself
+        // without `symlink-follow`) links may be opened.
+        let dir = Resource::new_borrow(fd.rep());
+        match HostDescriptor::stat_at(&mut self.inner, dir, path_flags, path.clone()).await {
+            Ok(stat) if !openable(stat.type_) => return Err(ErrorCode::NotPermitted.into()),
+            _ => {}
+        }
         self.inner
             .open_at(fd, path_flags, path, oflags, flags)
             .await
@@ -430,6 +443,16 @@ impl Pollable for BudgetedStream {
     async fn ready(&mut self) {
         self.inner.ready().await;
     }
+}
+
+/// Whether `open-at` may open an object of this type without blocking.
+fn openable(kind: types::DescriptorType) -> bool {
+    matches!(
+        kind,
+        types::DescriptorType::RegularFile
+            | types::DescriptorType::Directory
+            | types::DescriptorType::SymbolicLink
+    )
 }
 
 #[cfg(test)]

@@ -128,21 +128,19 @@ impl Engine {
             .async_stack_size(stack + (1 << 20))
             .wasm_memory64(false)
             .cranelift_opt_level(wasmtime::OptLevel::Speed);
-        let slots = match limits.pool_slots {
-            0 => 0,
-            n => n.max(2),
-        };
+        let slots = limits.pool_slots;
         let engine = if slots == 0 {
             wasmtime::Engine::new(&config)?
         } else {
-            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(limits, slots)));
+            let total = slots.saturating_add(hook_reserve(slots));
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(limits, total)));
             match wasmtime::Engine::new(&config) {
                 Ok(engine) => engine,
                 Err(e) => {
                     // Typically a cap on address space (`ulimit -v`): the
                     // pool reserves, but does not use, a few GiB per slot.
                     tracing::warn!(
-                        "the instance pool ({slots} slots) cannot be reserved: {e:#}; allocating on demand"
+                        "the instance pool ({total} slots) cannot be reserved: {e:#}; allocating on demand"
                     );
                     config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
                     return Engine::assemble(wasmtime::Engine::new(&config)?, limits, cache_dir, 0);
@@ -161,13 +159,10 @@ impl Engine {
         spawn_ticker(&engine, Duration::from_millis(limits.epoch_tick_ms.max(1)))?;
         let linker = linker(&engine)?;
         let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
-        let admission = (slots > 0).then(|| {
-            let hooks = (slots / 8).max(1) as usize;
-            Admission {
-                tools: Arc::new(Semaphore::new(slots as usize - hooks)),
-                hooks: Arc::new(Semaphore::new(hooks)),
-                freed: Arc::new(Notify::new()),
-            }
+        let admission = (slots > 0).then(|| Admission {
+            tools: Arc::new(Semaphore::new(slots as usize)),
+            hooks: Arc::new(Semaphore::new(hook_reserve(slots) as usize)),
+            freed: Arc::new(Notify::new()),
         });
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -362,6 +357,18 @@ impl Engine {
     }
 }
 
+/// Bytes of each pooled linear memory kept resident between uses (only
+/// the pages a guest touched are).
+const KEEP_RESIDENT: usize = 1 << 20;
+/// Decommits queued before they are flushed together.
+const DECOMMIT_BATCH: usize = 16;
+
+/// Stores kept for hooks, on top of the `slots` for tools: an eighth, at
+/// least one and at most 64.
+fn hook_reserve(slots: u32) -> u32 {
+    (slots / 8).clamp(1, 64)
+}
+
 /// The pool for `slots` live stores. Instance slots are what admission
 /// counts; the other totals fit typical components (a Rust component has
 /// three core instances, one memory and two tables), and a store that finds
@@ -378,7 +385,16 @@ fn pool(limits: &Limits, slots: u32) -> PoolingAllocationConfig {
         .max_core_instances_per_component(limits.instances)
         .max_memories_per_component(limits.memories)
         .max_tables_per_component(limits.tables)
-        .table_elements(limits.table_elements as usize);
+        .table_elements(limits.table_elements as usize)
+        // A freed slot is reset by copying back only the pages the guest
+        // touched (found with PAGEMAP_SCAN where the kernel has it) rather
+        // than unmapped with madvise: no TLB shootdown across cores, and
+        // no page faults when the next call reuses the slot.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT / 16)
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        // What does get decommitted is done in batches.
+        .decommit_batch_size(DECOMMIT_BATCH);
     pool
 }
 

@@ -77,6 +77,42 @@ pub(crate) struct HostState {
     pub(crate) budget: Arc<WriteBudget>,
     /// The store's claim on the instance pool, given back with the store.
     pub(crate) _slot: Option<Slot>,
+    /// Interrupts the guest the moment its call is cancelled; unregistered
+    /// with the store.
+    pub(crate) cancel_watch: Option<CancelWatch>,
+}
+
+/// Advances the engine's epoch the moment a token is cancelled, on the
+/// cancelling thread: the token's waiter is registered with a waker that
+/// bumps the epoch, rather than with a task that would have to be woken
+/// (and a worker with it) for every call.
+pub(crate) struct CancelWatch {
+    _waiter: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+}
+
+impl CancelWatch {
+    /// Watches `cancel` for a store of `engine`.
+    pub(crate) fn new(
+        cancel: &tokio_util::sync::CancellationToken,
+        engine: &wasmtime::Engine,
+    ) -> Self {
+        struct BumpEpoch(wasmtime::Engine);
+        impl std::task::Wake for BumpEpoch {
+            fn wake(self: Arc<Self>) {
+                self.0.increment_epoch();
+            }
+        }
+        let waker = std::task::Waker::from(Arc::new(BumpEpoch(engine.clone())));
+        let mut waiter = Box::pin(cancel.clone().cancelled_owned());
+        if waiter
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+            .is_ready()
+        {
+            engine.increment_epoch();
+        }
+        CancelWatch { _waiter: waiter }
+    }
 }
 
 impl HostState {

@@ -6,9 +6,10 @@
 //! into the artifact cache. A tool the cache already knows is listed from
 //! the cache's record and loaded on its first use. Each tool use then
 //! gets at most two fresh stores: one for the preflight exports (`classify`,
-//! `validate`, `check-permissions`; nothing granted, kept in the
-//! invocation's scratch slot between them), and one for `call`, built from
-//! the call's grants. Every guest call runs under an epoch deadline, a
+//! `validate`, `check-permissions`, those the descriptor declares; nothing
+//! granted, kept in the invocation's scratch slot between them; none for a
+//! tool that declares none), and one for `call`, built from the call's
+//! grants. Every guest call runs under an epoch deadline, a
 //! wall-clock timeout and, for cancel-behaviour tools, the cancellation
 //! token; a failure is classified from what the store saw.
 
@@ -219,6 +220,9 @@ impl Tool for WasmTool {
         inv: &mut Invocation,
         input: &Value,
     ) -> Result<Option<SafetyFlags>, CallError> {
+        if !self.descriptor.preflight.classify {
+            return Ok(None);
+        }
         let text = self.input_text(input)?;
         let flags = self
             .preflight_call(inv, move |tool, store| {
@@ -229,6 +233,9 @@ impl Tool for WasmTool {
     }
 
     async fn validate(&self, inv: &mut Invocation, input: &Value) -> Result<(), CallError> {
+        if !self.descriptor.preflight.validate {
+            return Ok(());
+        }
         let text = self.input_text(input)?;
         let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
         self.preflight_call(inv, move |tool, store| {
@@ -247,6 +254,9 @@ impl Tool for WasmTool {
         inv: &mut Invocation,
         input: &Value,
     ) -> Result<PermissionDecision, CallError> {
+        if !self.descriptor.preflight.check_permissions {
+            return Ok(PermissionDecision::Passthrough);
+        }
         let text = self.input_text(input)?;
         let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
         let decision = self

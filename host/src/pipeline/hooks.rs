@@ -256,7 +256,7 @@ impl Hooks {
 
     /// Runs the pre-tool hooks for `event`.
     pub async fn pre_tool_use(&self, event: &HookEvent<'_>) -> PreOutcome {
-        let answers = run_matching(&self.pre, event, event.json("PreToolUse", None)).await;
+        let answers = run_matching(&self.pre, event, || event.json("PreToolUse", None)).await;
         let mut outcome = PreOutcome {
             verdict: HookVerdict::None,
             updated_input: None,
@@ -335,11 +335,9 @@ impl Hooks {
         response: Value,
         duration_ms: u64,
     ) -> PostOutcome {
-        let answers = run_matching(
-            &self.post,
-            event,
-            event.json("PostToolUse", Some((response, duration_ms))),
-        )
+        let answers = run_matching(&self.post, event, move || {
+            event.json("PostToolUse", Some((response, duration_ms)))
+        })
         .await;
         let mut outcome = PostOutcome::default();
         let mut blocks = Vec::new();
@@ -408,9 +406,14 @@ async fn load_groups(groups: &[HookMatcher], engine: &Engine) -> Result<Vec<Grou
     Ok(out)
 }
 
-/// Runs every distinct handler whose matcher matches, in parallel, and
-/// returns their answers in configuration order.
-async fn run_matching(groups: &[Group], event: &HookEvent<'_>, payload: Value) -> Vec<Answer> {
+/// Runs every distinct handler whose matcher matches, in parallel, on the
+/// JSON `payload` builds (built only when one matches), and returns their
+/// answers in configuration order.
+async fn run_matching(
+    groups: &[Group],
+    event: &HookEvent<'_>,
+    payload: impl FnOnce() -> Value,
+) -> Vec<Answer> {
     let names = || std::iter::once(event.tool_name).chain(event.aliases.iter().map(String::as_str));
     let mut chosen: Vec<&(HookSpec, Handler)> = Vec::new();
     for group in groups {
@@ -425,7 +428,7 @@ async fn run_matching(groups: &[Group], event: &HookEvent<'_>, payload: Value) -
     if chosen.is_empty() {
         return Vec::new();
     }
-    let payload = payload.to_string();
+    let payload = payload().to_string();
     let runs = chosen
         .into_iter()
         .map(|(_, handler)| run_handler(handler, &payload, event.project_dir));

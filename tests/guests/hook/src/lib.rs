@@ -1,6 +1,6 @@
 //! A hook component for the pipeline tests: it blocks writes to paths
-//! containing "secret", shortens sleeps to 1 ms (rewriting the input), and
-//! adds context after `ls`.
+//! containing "secret", shortens `sleep` and `patient` to 1 ms (rewriting
+//! the input), and adds context after `ls`.
 
 wit_bindgen::generate!({ world: "hook-component", path: "../../../wit" });
 
@@ -21,7 +21,7 @@ impl Guest for Hook {
             {
                 HookResult::Block("the wasm hook blocks writes to secret files".into())
             }
-            (Some("PreToolUse"), "sleep") => HookResult::Proceed(Some(
+            (Some("PreToolUse"), "sleep" | "patient") => HookResult::Proceed(Some(
                 json!({"hookSpecificOutput": {
                     "hookEventName": "PreToolUse",
                     "updatedInput": {"ms": 1},

@@ -1,0 +1,202 @@
+//! Figures criterion cannot take: tail latency and memory.
+//!
+//! - **Cancellation latency**: the bundled `grep` searches a generated
+//!   64 MB workspace (CPU-bound: a case-insensitive regex over every
+//!   line); the call is cancelled 5 to 35 ms after it starts, and the time
+//!   from `cancel()` to its result is taken, 200 times. Reported as p50
+//!   and p99; samples where grep finished first are dropped and counted.
+//! - **Live calls**: 1,000 `sleep` calls of 5 s at once, each in a store of
+//!   its own; once every one has reported progress (all are running), the
+//!   process's resident memory is read from `/proc/self/status`, against
+//!   the same process with the tools loaded and no call running.
+//!
+//! Prints one `RESULT {json}` line per figure (what `just bench` reads).
+//! Run with `cargo bench -p airlock-host --bench live`.
+
+mod support;
+
+use airlock_host::pipeline::permissions::PermissionMode;
+use airlock_host::tool::ProgressSink;
+use airlock_host::{Airlock, CallControl, Config, ErrorClass, ToolUse};
+use serde_json::json;
+use std::collections::HashSet;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const SAMPLES: usize = 200;
+const LIVE_CALLS: usize = 1000;
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument selects a figure.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    if wanted("cancel_latency") {
+        runtime.block_on(cancel_latency());
+    }
+    if wanted("live_calls_rss") {
+        runtime.block_on(live_calls_rss());
+    }
+}
+
+fn host_config(workspace: &std::path::Path) -> Config {
+    let mut config = Config {
+        workspace: Some(workspace.to_path_buf()),
+        tool_dirs: Some(Vec::new()),
+        ..Config::default()
+    };
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    config
+}
+
+fn report(value: serde_json::Value) {
+    println!("RESULT {value}");
+    std::io::stdout().flush().ok();
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+async fn cancel_latency() {
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    support::corpus(workspace.path(), 32, 2 << 20);
+    let airlock = Airlock::new(host_config(workspace.path()))
+        .await
+        .expect("the bundled tools load");
+    let input = json!({
+        "pattern": "(?i)\\b\\w+ing\\s+\\w+ed\\b",
+        "output_mode": "count",
+        "head_limit": 0,
+    });
+    // Warm up, and check the search takes long enough to be cancelled.
+    let mut cx = airlock.context();
+    let started = Instant::now();
+    let full = airlock
+        .call(&mut cx, ToolUse::new("warm", "grep", input.clone()))
+        .await;
+    assert!(!full.is_error(), "{}", full.text());
+    let whole = started.elapsed();
+
+    let mut latencies = Vec::with_capacity(SAMPLES);
+    let mut finished_first = 0;
+    let mut rng: u64 = 7;
+    while latencies.len() < SAMPLES {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = Duration::from_millis(5 + (rng >> 33) % 31);
+        let cancel = CancellationToken::new();
+        let control = CallControl {
+            progress: ProgressSink::none(),
+            cancel: cancel.clone(),
+        };
+        let call = {
+            let airlock = airlock.clone();
+            let mut cx = airlock.context();
+            let input = input.clone();
+            tokio::spawn(async move {
+                let result = airlock
+                    .call_with(&mut cx, ToolUse::new("c", "grep", input), control)
+                    .await;
+                (result, Instant::now())
+            })
+        };
+        tokio::time::sleep(delay).await;
+        let cancelled_at = Instant::now();
+        cancel.cancel();
+        let (result, done_at) = call.await.expect("the call task");
+        match result.outcome.as_ref().err() {
+            Some(e) if e.class == ErrorClass::Cancelled => {
+                let latency = done_at.saturating_duration_since(cancelled_at);
+                latencies.push(latency.as_secs_f64() * 1000.0);
+            }
+            Some(e) => panic!("the call failed otherwise: {e:?}"),
+            None => finished_first += 1,
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    report(json!({
+        "figure": "cancel_latency",
+        "samples": latencies.len(),
+        "finished_before_cancel": finished_first,
+        "p50_ms": percentile(&latencies, 50.0),
+        "p99_ms": percentile(&latencies, 99.0),
+        "max_ms": latencies[latencies.len() - 1],
+        "uncancelled_search_ms": whole.as_secs_f64() * 1000.0,
+    }));
+}
+
+/// Resident and peak resident memory of this process, in MiB.
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kib| kib / 1024.0)
+            .expect("a memory field")
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+async fn live_calls_rss() {
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    let airlock = Airlock::new(host_config(workspace.path()))
+        .await
+        .expect("the bundled tools load");
+    // Load `sleep` and touch the runtime before the baseline.
+    let mut cx = airlock.context();
+    let warm = airlock
+        .call(&mut cx, ToolUse::new("warm", "sleep", json!({"ms": 0})))
+        .await;
+    assert!(!warm.is_error(), "{}", warm.text());
+    let (idle, _) = rss_mib();
+
+    let (progress, mut events) = ProgressSink::channel(4 * LIVE_CALLS);
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..LIVE_CALLS {
+        let airlock = airlock.clone();
+        let control = CallControl {
+            progress: progress.clone(),
+            cancel: cancel.clone(),
+        };
+        calls.spawn(async move {
+            let mut cx = airlock.context();
+            let use_ = ToolUse::new(format!("live{i}"), "sleep", json!({"ms": 5000}));
+            airlock.call_with(&mut cx, use_, control).await
+        });
+    }
+    let mut running = HashSet::new();
+    while running.len() < LIVE_CALLS {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .expect("every call starts within a minute")
+            .expect("the progress channel stays open");
+        running.insert(event.tool_use_id);
+    }
+    let all_running = started.elapsed();
+    let (live, _) = rss_mib();
+    cancel.cancel();
+    let results = calls.join_all().await;
+    let stopped = results
+        .iter()
+        .filter(|r| matches!(&r.outcome, Err(e) if e.class == ErrorClass::Cancelled))
+        .count();
+    assert_eq!(stopped, LIVE_CALLS, "every live call was still running");
+    let (_, peak) = rss_mib();
+    report(json!({
+        "figure": "live_calls_rss",
+        "calls": LIVE_CALLS,
+        "idle_rss_mib": idle,
+        "live_rss_mib": live,
+        "peak_rss_mib": peak,
+        "per_call_kib": (live - idle) * 1024.0 / LIVE_CALLS as f64,
+        "all_running_after_ms": all_running.as_secs_f64() * 1000.0,
+    }));
+}

@@ -1,0 +1,65 @@
+//! What one tool call costs the agent, against spawning a process.
+//!
+//! - `per_call/airlock_sleep_0`: one use of the bundled `sleep` tool with
+//!   `{"ms": 0}` (it parses its input and returns one line) through the
+//!   whole pipeline: schema validation, the tool's preflight exports,
+//!   permissions, a fresh sandboxed store for the call, result processing
+//!   and telemetry. Warm: the component is compiled and pre-instantiated
+//!   before the first sample.
+//! - `per_call/spawn_bin_true`: spawning `/bin/true` and waiting for it, the
+//!   floor of any process-per-call sandbox, measured in the same run.
+//!
+//! Run with `cargo bench -p airlock-host --bench overhead`.
+
+use airlock_host::{Airlock, Config, ToolContext, ToolUse};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn per_call(c: &mut Criterion) {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    let config = Config {
+        workspace: Some(workspace.path().to_path_buf()),
+        tool_dirs: Some(Vec::new()),
+        ..Config::default()
+    };
+    let airlock = runtime
+        .block_on(Airlock::new(config))
+        .expect("the bundled tools load");
+    let mut cx = airlock.context();
+    runtime.block_on(sleep(&airlock, &mut cx));
+
+    let mut group = c.benchmark_group("per_call");
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("airlock_sleep_0", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    sleep(&airlock, &mut cx).await;
+                }
+                start.elapsed()
+            })
+        })
+    });
+    group.bench_function("spawn_bin_true", |b| {
+        b.iter(|| {
+            let status = std::process::Command::new("/bin/true")
+                .status()
+                .expect("/bin/true runs");
+            assert!(status.success());
+        })
+    });
+    group.finish();
+}
+
+/// One `sleep {"ms": 0}` through the pipeline; panics if it fails.
+async fn sleep(airlock: &Airlock, cx: &mut ToolContext) {
+    let tool_use = ToolUse::new("toolu_bench", "sleep", json!({ "ms": 0 }));
+    let result = airlock.call(cx, tool_use).await;
+    assert!(!result.is_error(), "{}", result.text());
+}
+
+criterion_group!(benches, per_call);
+criterion_main!(benches);

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Runs Airlock's benchmarks and writes BENCHMARKS.md (`just bench`).
+
+Every figure is measured in this run next to its baseline: criterion
+benches under host/benches/ (medians from target/criterion), the `live`
+bench for tail latency and memory, and hyperfine for whole processes
+(cold start, grep against ripgrep). Needs python3, hyperfine and ripgrep
+(installed with cargo and pip when missing) and the rust-src component
+(the grep corpus; added with rustup when missing).
+"""
+
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+GREP_PATTERN = r"fn \w+_unchecked"
+COMMANDS = []
+
+
+def run(cmd, capture=False, env=None, cwd=ROOT):
+    """Runs `cmd`, echoing it; returns its stdout when `capture`."""
+    shown = " ".join(str(c) for c in cmd)
+    print(f"+ {shown}", flush=True)
+    out = subprocess.run(
+        [str(c) for c in cmd],
+        check=True,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE if capture else None,
+        text=True,
+    )
+    return out.stdout if capture else None
+
+
+def ensure_tools():
+    """hyperfine, ripgrep and rust-src, installed when missing."""
+    if not shutil.which("hyperfine"):
+        run(["cargo", "install", "--locked", "hyperfine"])
+    if not real_rg():
+        run([sys.executable, "-m", "pip", "install", "--user", "ripgrep"])
+    rg = real_rg()
+    if not rg:
+        sys.exit("ripgrep was installed but its binary was not found")
+    sysroot = run(["rustc", "--print", "sysroot"], capture=True).strip()
+    library = pathlib.Path(sysroot) / "lib/rustlib/src/rust/library"
+    if not library.is_dir():
+        run(["rustup", "component", "add", "rust-src"])
+    return library, rg
+
+
+def real_rg():
+    """The ripgrep binary itself: a pyenv shim in front of it costs ~90 ms a run."""
+    candidates = []
+    if shutil.which("pyenv"):
+        found = subprocess.run(["pyenv", "which", "rg"], capture_output=True, text=True)
+        candidates.append(found.stdout.strip())
+    candidates += [
+        os.path.join(sysconfig.get_path("scripts"), "rg"),
+        os.path.expanduser("~/.local/bin/rg"),
+        shutil.which("rg") or "",
+    ]
+    for path in candidates:
+        try:
+            with open(path, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    return path
+        except OSError:
+            continue
+    return None
+
+
+def criterion_median(group, name):
+    """The median of a criterion bench, in seconds."""
+    path = TARGET / "criterion" / group / name / "new" / "estimates.json"
+    return json.loads(path.read_text())["median"]["point_estimate"] / 1e9
+
+
+def hyperfine(commands, env, runs, prepare=None):
+    """Medians (seconds) of whole-process commands, in order."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = ["hyperfine", "--style", "basic", "--warmup", "2", "--runs", str(runs)]
+        if prepare:
+            cmd += ["--prepare", prepare]
+        cmd += ["--export-json", out.name, *commands]
+        run(cmd, env=env)
+        results = json.loads(pathlib.Path(out.name).read_text())["results"]
+    return [r["median"] for r in results]
+
+
+def grep_counts_rg(rg, corpus):
+    text = run([rg, "-j1", "--count", "-e", GREP_PATTERN, corpus], capture=True)
+    return parse_counts(text, corpus)
+
+
+def grep_counts_airlock(airlock, corpus, env):
+    text = run(
+        [airlock, "--workspace", corpus, "--read-only", "call", "grep", grep_input(corpus)],
+        capture=True,
+        env=env,
+    )
+    return parse_counts(text, corpus)
+
+
+def grep_input(corpus):
+    return json.dumps(
+        {"pattern": GREP_PATTERN, "path": str(corpus), "output_mode": "count", "head_limit": 0}
+    )
+
+
+def parse_counts(text, corpus):
+    """`path:count` lines as {path relative to the corpus: count}."""
+    counts = {}
+    for line in text.splitlines():
+        path, sep, count = line.rpartition(":")
+        if not sep or not count.strip().isdigit():
+            continue
+        rel = os.path.relpath(os.path.join(corpus, path), corpus)
+        counts[rel] = int(count)
+    return counts
+
+
+def machine():
+    cpu = "unknown CPU"
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = pathlib.Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+    rustc = run(["rustc", "--version"], capture=True).strip()
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, "
+        f"Linux {platform.release()}, {rustc}"
+    )
+
+
+def main():
+    corpus, rg = ensure_tools()
+
+    benches = ["overhead", "scheduler", "epoch", "streaming", "grep"]
+    cmd = ["cargo", "bench", "-p", "airlock-host"]
+    for b in benches:
+        cmd += ["--bench", b]
+    bench_env = dict(os.environ, AIRLOCK_BENCH_RG=rg, AIRLOCK_BENCH_CORPUS=str(corpus))
+    run(cmd + ["--", "--noplot"], env=bench_env)
+    COMMANDS.append(f"AIRLOCK_BENCH_RG={rg} " + " ".join(cmd) + " -- --noplot")
+    live = {}
+    out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "live"], capture=True)
+    COMMANDS.append("cargo bench -p airlock-host --bench live")
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            value = json.loads(line[len("RESULT "):])
+            live[value["figure"]] = value
+
+    run(["cargo", "build", "--release", "-p", "airlock-host"])
+    run(["cargo", "build", "-p", "airlock-tests"])  # builds the test guests
+    airlock = TARGET / "release" / "airlock"
+    patient = TARGET / "guests/wasm32-wasip2/guest/airlock_test_patient.wasm"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        home, tools, workspace = tmp / "home", tmp / "tools", tmp / "workspace"
+        for d in (home, tools, workspace):
+            d.mkdir()
+        shutil.copy(patient, tools / "patient.wasm")
+        # A home of its own: no user configuration, tool directory or cache.
+        env = dict(os.environ, HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+        env.pop("AIRLOCK_CONFIG", None)
+        env.pop("XDG_DATA_HOME", None)
+        # fetch is granted a host so that every component is available.
+        flags = f"--tools {tools} --allow-host localhost --workspace {workspace}"
+        listed = run([airlock, *flags.split(), "list"], capture=True, env=env)
+        rows = listed.split("\n\n")[0].splitlines()[1:]
+        components = len(rows)
+        assert components == 10, listed
+        first_call = f"{airlock} {flags} call sleep '{{\"ms\": 0}}'"
+        cold_cache = f"rm -rf {home}/.cache/airlock"
+        [warm] = hyperfine([first_call], env, runs=30)
+        [cold] = hyperfine([first_call], env, runs=10, prepare=cold_cache)
+        COMMANDS.append(f"hyperfine --warmup 2 --runs 30 \"{first_call}\"  (HOME: an empty temp dir)")
+        COMMANDS.append(f"hyperfine --warmup 2 --runs 10 --prepare \"{cold_cache}\" \"{first_call}\"")
+
+        rg_cmd = f"{rg} -j1 --count -e '{GREP_PATTERN}' {corpus}"
+        airlock_grep = (
+            f"{airlock} --workspace {corpus} --read-only call grep '{grep_input(corpus)}'"
+        )
+        rg_time, airlock_time = hyperfine([rg_cmd, airlock_grep], env, runs=10)
+        COMMANDS.append(f"hyperfine --warmup 2 --runs 10 \"{rg_cmd}\" \"{airlock_grep}\"")
+        rg_counts = grep_counts_rg(rg, corpus)
+        airlock_counts = grep_counts_airlock(airlock, corpus, env)
+
+    corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
+    same = rg_counts == airlock_counts
+    per_call = criterion_median("per_call", "airlock_sleep_0")
+    spawn = criterion_median("per_call", "spawn_bin_true")
+    one = criterion_median("parallel", "one_sleep_50ms")
+    sixteen = criterion_median("parallel", "sixteen_sleeps_50ms")
+    sleep_alone = criterion_median("mixed", "sleep_50ms_alone")
+    write_alone = criterion_median("mixed", "write_alone")
+    mixed = criterion_median("mixed", "batch")
+    ideal = 2 * sleep_alone + write_alone
+    streaming = criterion_median("recorded_turn_to_last_result", "streaming")
+    waiting = criterion_median("recorded_turn_to_last_result", "wait_then_execute")
+    interrupted = criterion_median("epoch_grep", "interrupted")
+    uninterrupted = criterion_median("epoch_grep", "uninterrupted")
+    tight_interrupted = criterion_median("epoch_tight_loop", "interrupted")
+    tight_uninterrupted = criterion_median("epoch_tight_loop", "uninterrupted")
+    grep_call = criterion_median("grep_corpus", "airlock_grep")
+    rg_call = criterion_median("grep_corpus", "rg_j1")
+    cancel = live["cancel_latency"]
+    rss = live["live_calls_rss"]
+
+    def ms(s):
+        return f"{s * 1000:.2f} ms"
+
+    def us(s):
+        return f"{s * 1e6:.1f} µs"
+
+    rows = [
+        ("1", "Warm per-call overhead, trivial tool, full pipeline", "≤ 20 µs",
+         us(per_call), f"spawn `/bin/true`: {us(spawn)}", f"{spawn / per_call:.0f}× faster",
+         per_call <= 20e-6 and spawn / per_call >= 20, "per_call"),
+        ("1b", "… against spawning a process", "≥ 20× faster",
+         us(per_call), f"spawn `/bin/true`: {us(spawn)}", f"{spawn / per_call:.0f}×",
+         spawn / per_call >= 20, "per_call"),
+        ("2", f"Cold start to first result, host + {components} components, cache warm", "≤ 50 ms",
+         ms(warm), f"cache cold: {ms(cold)}", f"{warm / cold:.2f}×", warm <= 0.050, "cold_start"),
+        ("2b", "… cache cold (compiles every component)", "reported",
+         ms(cold), "—", "—", True, None),
+        ("3", "16 concurrency-safe calls of 50 ms", "≤ 1.1× one call",
+         ms(sixteen), f"one call: {ms(one)}", f"{sixteen / one:.3f}×", sixteen / one <= 1.1, None),
+        ("3b", "Mixed batch against the ideal schedule", "within 5%",
+         ms(mixed), f"ideal: {ms(ideal)}", f"{mixed / ideal:.3f}×", abs(mixed / ideal - 1) <= 0.05,
+         None),
+        ("4", "Recorded stream, time to last result", "≥ 30% lower",
+         ms(streaming), f"wait-then-execute: {ms(waiting)}", f"{(1 - streaming / waiting) * 100:.0f}% lower",
+         streaming / waiting <= 0.7, None),
+        ("5", "Epoch interruption, CPU-bound guest (`grep`, 16 MB)", "≤ 10% overhead",
+         ms(interrupted), f"no interruption: {ms(uninterrupted)}",
+         f"{(interrupted / uninterrupted - 1) * 100:+.1f}%", interrupted / uninterrupted <= 1.10,
+         "epoch"),
+        ("5c", "… worst case: a loop calling a 2-instruction function per byte", "reported",
+         ms(tight_interrupted), f"no interruption: {ms(tight_uninterrupted)}",
+         f"{(tight_interrupted / tight_uninterrupted - 1) * 100:+.1f}%", True, None),
+        ("5b", f"Cancellation latency ({cancel['samples']} cancels of a running grep)",
+         "p50 and p99 ≤ 5 ms", f"p50 {cancel['p50_ms']:.3f} ms, p99 {cancel['p99_ms']:.3f} ms",
+         f"epoch tick: 10 ms", f"max {cancel['max_ms']:.3f} ms",
+         cancel["p50_ms"] <= 5 and cancel["p99_ms"] <= 5, None),
+        ("6", f"`grep` call against `rg -j1`, {corpus_bytes / 1e6:.0f} MB of Rust std sources",
+         "≥ 0.5× throughput, same matches", ms(grep_call), f"rg -j1: {ms(rg_call)}",
+         f"{rg_call / grep_call:.2f}× rg; matches {'identical' if same else 'DIFFER'} "
+         f"({sum(rg_counts.values())} in {len(rg_counts)} files)",
+         rg_call / grep_call >= 0.5 and same, "grep"),
+        ("6b", "… as whole processes (`airlock call grep`, startup included)", "reported",
+         ms(airlock_time), f"rg -j1: {ms(rg_time)}", f"{rg_time / airlock_time:.2f}× rg", True,
+         None),
+        ("7", f"{rss['calls']} concurrent live calls, resident memory", "≤ 1 GiB",
+         f"{rss['live_rss_mib']:.0f} MiB", f"idle host: {rss['idle_rss_mib']:.0f} MiB",
+         f"{rss['per_call_kib']:.0f} KiB per call", rss["live_rss_mib"] <= 1024, None),
+    ]
+
+    limits = {
+        "epoch": "Wasmtime checks the epoch at every loop header and function entry (a load, "
+        "a compare, a branch); tight loops pay most. Fewer checks would need wasmtime to "
+        "hoist them out of counted loops.",
+        "per_call": "Two thirds of a call is wasmtime instantiating the component (three core "
+        "instances, their imports and exports) and tearing the store down (resetting the "
+        "pooled memory). Smaller components, or reusing an instance across calls of one agent "
+        "(trading isolation between calls), would move it.",
+        "cold_start": "Process start, reserving the instance pool, and deserialising the one "
+        "component used; the others are listed from the cache without loading.",
+        "grep": "About a third of the call is the guest's own search (ripgrep's engine compiled "
+        "to wasm with SIMD128, slower than native AVX2), a third the kernel (two opens per "
+        "file: a stat first, so a FIFO is never opened on the calling thread, then the "
+        "open; reads), and the rest WASI: every read is copied twice (host buffer, then guest "
+        "memory). Reading into guest memory directly, or a batched read-dir/stat, would move "
+        "it.",
+    }
+
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Written by `just bench` on {datetime.date.today().isoformat()}: {machine()}.",
+        "Each figure's baseline is measured in the same run; times are medians "
+        "(criterion for in-process figures, hyperfine for whole processes). These "
+        "machines are noisy: compare ratios, not absolute times, across runs.",
+        "",
+        "| # | Figure | Target | Median | Baseline (same run) | Ratio | Met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    misses = []
+    for num, figure, target, median, baseline, ratio, met, why in rows:
+        lines.append(
+            f"| {num} | {figure} | {target} | {median} | {baseline} | {ratio} | {'yes' if met else '**no**'} |"
+        )
+        if not met:
+            misses.append(f"- **{num}** ({figure}): {limits.get(why, 'see the note in the issue.')}")
+    if misses:
+        lines += ["", "## Targets missed, and what limits them", "", *misses]
+    lines += [
+        "",
+        "## What each figure measures",
+        "",
+        "1. `sleep {\"ms\": 0}` through `Airlock::call`: schema validation, the tool's "
+        "preflight exports (none declared), permissions, a fresh sandboxed store from the "
+        "pool, result processing, telemetry (`host/benches/overhead.rs`).",
+        f"2. `airlock call sleep` as a new process with the {components - 1} bundled tools and "
+        "one more component in a tool directory, from an empty home (so no user "
+        "configuration); the cold run deletes the artifact cache first.",
+        "3. Whole batches through one streaming executor (`host/benches/scheduler.rs`); the "
+        "ideal mixed schedule is two 50 ms sleeps plus one `write`, each measured alone.",
+        "4. A recorded Anthropic stream replayed in real time (`host/benches/streaming.rs`).",
+        "5. The bundled `grep` component, and a hand-written worst-case loop, on engines "
+        "with and without epoch interruption (`host/benches/epoch.rs`); cancellation from "
+        "`cancel()` to the call's result while grep searches 64 MB (`host/benches/live.rs`).",
+        f"6. One `grep` call in a running host against spawning `rg -j1` "
+        f"(`host/benches/grep.rs`), then both as whole processes (hyperfine); pattern "
+        f"`{GREP_PATTERN}`, count mode; the per-file counts of both are compared.",
+        "7. 1,000 `sleep` calls running at once in one process (`host/benches/live.rs`).",
+        "",
+        "## Commands",
+        "",
+        "```sh",
+        *COMMANDS,
+        "```",
+        "",
+    ]
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    if not same:
+        only_rg = sorted(set(rg_counts.items()) - set(airlock_counts.items()))[:10]
+        only_airlock = sorted(set(airlock_counts.items()) - set(rg_counts.items()))[:10]
+        print(f"grep differs from rg: only rg {only_rg}; only airlock {only_airlock}")
+
+
+if __name__ == "__main__":
+    main()
