@@ -1,10 +1,9 @@
 //! Running guest code: a fresh store per phase, admitted to the instance
 //! pool and instantiated ([`instantiate`]) or just created ([`new_store`]),
-//! armed
-//! with an epoch deadline and cancellation ([`arm`]), every guest call
-//! raced against the wall clock and cancellation ([`guard`]), and every
-//! failure classified from what the store saw ([`settle`]). Shared by
-//! tools and hooks.
+//! armed with an epoch deadline and cancellation ([`arm`]), every guest
+//! call raced against the wall clock and cancellation ([`guard`]), and
+//! every failure classified from what the store saw ([`settle`]). Shared
+//! by tools and hooks.
 
 use super::budget::WriteBudget;
 use super::net::NetHooks;
@@ -39,9 +38,9 @@ pub(crate) struct StoreSpec<'a> {
 }
 
 /// A fresh store admitted to the pool, with the component instantiated in
-/// it by `instantiate` from `pre` (under the grants' time limit). Waits for a slot
-/// when the pool is full, including when it is short of memories, tables
-/// or core instances rather than instance slots.
+/// it by `instantiate` from `pre` (under the grants' time limit). Waits for
+/// a slot when the pool is full, including when it is short of memories,
+/// tables or core instances rather than instance slots.
 pub(crate) async fn instantiate<P: Sync, I>(
     engine: &Engine,
     spec: StoreSpec<'_>,
@@ -95,8 +94,8 @@ pub(crate) fn new_store(
         .stderr(stderr.clone())
         .max_random_size(limits.random_bytes)
         // Filesystem calls run on this thread rather than one hop away on
-        // tokio's blocking pool: the hop cost ~100 µs per call, several
-        // times a file (`BudgetedFs` refuses to open what could block).
+        // tokio's blocking pool, whose hand-offs made a directory walk nine
+        // times slower (`BudgetedFs` refuses to open what could block).
         .allow_blocking_current_thread(true);
     for m in &grants.mounts {
         let perms = if m.writable {
