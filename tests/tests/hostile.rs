@@ -245,7 +245,7 @@ async fn io01_flooding_stdout_ends_the_call_cleanly() {
 }
 
 #[tokio::test]
-async fn io03_io04_io05_writes_are_held_to_the_budget() {
+async fn io03_io04_io05_writes_deep_trees_and_long_names_are_held_to_the_budget() {
     let _serial = measured().await;
     let (ws, _ro, _outside, config) = fs_setup();
     let airlock = hostile(config).await;
@@ -303,6 +303,28 @@ async fn io03_io04_io05_writes_are_held_to_the_budget() {
     assert_eq!(err(&r).class, ErrorClass::WriteLimit);
     let made = std::fs::read_dir(ws.path().join("bomb")).unwrap().count();
     assert!(made <= 2048, "{made} files on an 8 MiB budget");
+
+    // A tree 1,000 levels deep on a 1 MiB budget (4 KiB a directory, charged
+    // before each attempt, failed ones included): the budget stops it
+    // within 256 levels.
+    let (deep_ws, _deep_ro, _deep_outside, mut deep_config) = fs_setup();
+    deep_config.tools.get_mut("fsprobe").unwrap().write_mib = Some(1);
+    let deep_host = hostile(deep_config).await;
+    let deep = path_in(deep_ws.path(), &vec!["d"; 1000].join("/"));
+    let r = probe(&deep_host, "mkdir_all", &deep, "", 0).await;
+    assert_eq!(err(&r).class, ErrorClass::WriteLimit);
+    let mut depth = 0;
+    let mut dir = deep_ws.path().join("d");
+    while dir.is_dir() {
+        depth += 1;
+        dir = dir.join("d");
+    }
+    assert!(depth <= 256, "{depth} levels on a 1 MiB budget");
+    // The longest name a filesystem allows works; one byte more is refused.
+    let longest = path_in(ws.path(), &"n".repeat(255));
+    ok_text(&probe(&airlock, "write", &longest, "", 0).await);
+    let r = probe(&airlock, "write", &format!("{longest}n"), "", 0).await;
+    assert_eq!(format!("{:?}", err(&r).class), r#"Errno("ENAMETOOLONG")"#);
 
     // Every call gets the budget afresh.
     ok_text(&probe(&airlock, "write", &path_in(ws.path(), "small.txt"), "", 0).await);
@@ -439,6 +461,26 @@ async fn fs10_fs11_nul_bytes_and_overlong_paths_are_refused() {
         );
     }
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn fs21_stat_never_answers_for_the_host() {
+    // The root and the parent of a mount are not in the sandbox: a stat of
+    // either fails rather than describing the host's directories.
+    let (ws, _ro, _outside, config) = fs_setup();
+    let airlock = hostile(config).await;
+    let root = canonical(ws.path());
+    for (op, path) in [
+        ("stat", "/".to_string()),
+        ("lstat", "/".to_string()),
+        ("stat", format!("{root}/..")),
+        ("lstat", format!("{root}/dir/../..")),
+    ] {
+        let r = probe(&airlock, op, &path, "", 0).await;
+        assert!(r.is_error(), "{op} {path}: {}", r.text());
+    }
+    let inside = format!("{root}/dir/..");
+    assert!(ok_text(&probe(&airlock, "stat", &inside, "", 0).await).starts_with("ok: "));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

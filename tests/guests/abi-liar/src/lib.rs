@@ -13,8 +13,7 @@
 //!   length makes the host write where it must not.
 
 use airlock_sdk::{
-    ContentBlock, Context, Describe, JsonSchema, Message, Output, Role, Tool, ToolError,
-    export_tool,
+    ContentBlock, Context, Describe, JsonSchema, Output, Tool, ToolError, export_tool,
 };
 use serde::Deserialize;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -89,15 +88,6 @@ impl Tool for AbiLiar {
                 out.content = unsafe {
                     Vec::from_raw_parts(0xFFFF_0000usize as *mut ContentBlock, 1 << 20, 1 << 20)
                 };
-            }
-            "bad_discriminant" => {
-                // SAFETY (on purpose, it is not): there is no role 9.
-                let role: Role =
-                    unsafe { std::mem::transmute::<u8, Role>(std::hint::black_box(9)) };
-                out.messages.push(Message {
-                    role,
-                    text: "who?".into(),
-                });
             }
             other => return Err(ToolError::InvalidInput(format!("unknown lie {other}"))),
         }
