@@ -307,11 +307,16 @@ impl Engine {
     /// The compiled component of `bytes`: out of the artifact cache when
     /// it is there, else compiled on a blocking thread (and not yet
     /// cached: the caller stores it once it has checked it). Either way its
-    /// imports are checked against the linker's allowlist.
-    pub(crate) async fn load_component(&self, bytes: Arc<[u8]>) -> Result<Loaded, LoadError> {
+    /// imports are checked against the linker's allowlist. `key` is the
+    /// bytes' cache key when the caller already has it.
+    pub(crate) async fn load_component(
+        &self,
+        bytes: Arc<[u8]>,
+        key: Option<String>,
+    ) -> Result<Loaded, LoadError> {
         let engine = self.clone();
         let (component, key, cached) = tokio::task::spawn_blocking(move || {
-            let key = engine.cache().map(|c| c.key(&bytes));
+            let key = key.or_else(|| engine.cache().map(|c| c.key(&bytes)));
             let hit = key
                 .as_deref()
                 .zip(engine.cache())

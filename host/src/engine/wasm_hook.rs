@@ -39,7 +39,7 @@ impl WasmHook {
     /// Compiles and checks a hook component. A hook may not import
     /// `wasi:http`: it never gets a network grant.
     pub async fn load(engine: &Engine, bytes: Arc<[u8]>) -> Result<WasmHook, LoadError> {
-        let loaded = engine.load_component(bytes).await?;
+        let loaded = engine.load_component(bytes, None).await?;
         if let Some((import, _)) = loaded
             .imports
             .iter()

@@ -41,6 +41,9 @@ pub struct WasmTool {
     engine: Engine,
     imports: Vec<(String, Needs)>,
     bytes: Arc<[u8]>,
+    /// The component's key in the artifact cache, when it was listed from
+    /// there (so the first use does not hash the bytes again).
+    cache_key: Option<String>,
     /// The pre-instantiated component: set at load when the tool was
     /// compiled then, else on first use (from the artifact cache).
     pre: OnceCell<Result<ToolComponentPre<HostState>, LoadError>>,
@@ -73,10 +76,13 @@ impl WasmTool {
         bytes: Arc<[u8]>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        if let Some(tool) = WasmTool::from_cache(engine, &bytes, &origin).await {
+        let key = cache_key(engine, &bytes).await;
+        if let Some(key) = &key
+            && let Some(tool) = WasmTool::from_cache(engine, &bytes, key, &origin).await
+        {
             return Ok(tool);
         }
-        let loaded = engine.load_component(bytes.clone()).await?;
+        let loaded = engine.load_component(bytes.clone(), key).await?;
         let pre = pre_instantiate(engine, &loaded.component)?;
         let descriptor = describe(engine, &pre).await?;
         engine.cache_component(&loaded, Some(&descriptor)).await;
@@ -87,6 +93,7 @@ impl WasmTool {
             engine: engine.clone(),
             imports: loaded.imports,
             bytes,
+            cache_key: loaded.key,
             pre: OnceCell::new_with(Some(Ok(pre))),
         })
     }
@@ -96,16 +103,13 @@ impl WasmTool {
     async fn from_cache(
         engine: &Engine,
         bytes: &Arc<[u8]>,
+        key: &str,
         origin: &ToolOrigin,
     ) -> Option<WasmTool> {
-        engine.cache()?;
-        let (looker, b) = (engine.clone(), bytes.clone());
-        let sidecar = tokio::task::spawn_blocking(move || {
-            let cache = looker.cache()?;
-            cache.sidecar(&cache.key(&b))
-        })
-        .await
-        .ok()??;
+        let (looker, k) = (engine.clone(), key.to_string());
+        let sidecar = tokio::task::spawn_blocking(move || looker.cache()?.sidecar(&k))
+            .await
+            .ok()??;
         let descriptor = sidecar.descriptor?;
         let still_allowed = sidecar
             .imports
@@ -121,6 +125,7 @@ impl WasmTool {
             engine: engine.clone(),
             imports: sidecar.imports,
             bytes: bytes.clone(),
+            cache_key: Some(key.to_string()),
             pre: OnceCell::new(),
         })
     }
@@ -135,7 +140,10 @@ impl WasmTool {
     async fn pre(&self) -> Result<&ToolComponentPre<HostState>, CallError> {
         self.pre
             .get_or_init(|| async {
-                let loaded = self.engine.load_component(self.bytes.clone()).await?;
+                let loaded = self
+                    .engine
+                    .load_component(self.bytes.clone(), self.cache_key.clone())
+                    .await?;
                 let pre = pre_instantiate(&self.engine, &loaded.component)?;
                 self.engine
                     .cache_component(&loaded, Some(&self.descriptor))
@@ -165,9 +173,7 @@ impl WasmTool {
     /// The preflight store of this use, created on first need.
     async fn preflight<'a>(&self, inv: &'a mut Invocation) -> Result<&'a mut Preflight, CallError> {
         if inv.scratch::<Preflight>().is_none() {
-            let limits = self.engine.limits();
-            let budget = Duration::from_millis(limits.preflight_timeout_ms).min(inv.grants.timeout);
-            let nothing = CallGrants::nothing(budget, inv.grants.memory_bytes);
+            let nothing = CallGrants::nothing(self.preflight_budget(inv), inv.grants.memory_bytes);
             let spec = StoreSpec {
                 kind: SlotKind::Tool,
                 name: self.name.clone(),
@@ -332,6 +338,17 @@ impl WasmTool {
         }
         result
     }
+}
+
+/// The key of `bytes` in the engine's artifact cache (hashed on a blocking
+/// thread); `None` when there is no cache.
+async fn cache_key(engine: &Engine, bytes: &Arc<[u8]>) -> Option<String> {
+    engine.cache()?;
+    let (engine, bytes) = (engine.clone(), bytes.clone());
+    tokio::task::spawn_blocking(move || engine.cache().map(|c| c.key(&bytes)))
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Pre-instantiates a component against the shared linker, as the
