@@ -8,7 +8,6 @@ use airlock_host::pipeline::permissions::{DecisionSource, PermissionMode};
 use airlock_host::{ErrorClass, PermissionAnswer, ToolUse};
 use airlock_tests::*;
 use serde_json::json;
-use std::sync::Arc;
 
 fn with_mode(mut config: Config, mode: PermissionMode) -> Config {
     config.permissions.default_mode = mode;
@@ -348,12 +347,13 @@ async fn oversized_results_are_spilled_with_a_preview() {
 
 #[tokio::test]
 async fn each_use_runs_in_an_execute_tool_span() {
-    use std::sync::Mutex;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
     use tracing_subscriber::layer::SubscriberExt;
 
-    #[derive(Default)]
-    struct Fields(Mutex<Vec<(String, String)>>);
-    struct Capture(Arc<Fields>);
+    /// The fields of every `execute_tool` span, by span id.
+    type Spans = Mutex<HashMap<tracing::span::Id, Vec<(String, String)>>>;
+    struct Capture(&'static Spans);
     struct Visitor<'a>(&'a mut Vec<(String, String)>);
     impl tracing::field::Visit for Visitor<'_> {
         fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
@@ -367,26 +367,33 @@ async fn each_use_runs_in_an_execute_tool_span() {
         fn on_new_span(
             &self,
             attrs: &tracing::span::Attributes<'_>,
-            _: &tracing::span::Id,
+            id: &tracing::span::Id,
             _: tracing_subscriber::layer::Context<'_, S>,
         ) {
             if attrs.metadata().name() == "execute_tool" {
-                attrs.record(&mut Visitor(&mut self.0.0.lock().unwrap()));
+                let mut spans = self.0.lock().unwrap();
+                attrs.record(&mut Visitor(spans.entry(id.clone()).or_default()));
             }
         }
         fn on_record(
             &self,
-            _: &tracing::span::Id,
+            id: &tracing::span::Id,
             values: &tracing::span::Record<'_>,
             _: tracing_subscriber::layer::Context<'_, S>,
         ) {
-            values.record(&mut Visitor(&mut self.0.0.lock().unwrap()));
+            if let Some(fields) = self.0.lock().unwrap().get_mut(id) {
+                values.record(&mut Visitor(fields));
+            }
         }
     }
 
-    let fields = Arc::new(Fields::default());
-    let subscriber = tracing_subscriber::registry().with(Capture(fields.clone()));
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // A global subscriber: a thread-local one races with the other tests
+    // of this binary over tracing's per-callsite interest cache.
+    static SPANS: OnceLock<Spans> = OnceLock::new();
+    let spans = SPANS.get_or_init(Spans::default);
+    let subscriber = tracing_subscriber::registry().with(Capture(spans));
+    tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+    tracing::callsite::rebuild_interest_cache();
     let ws = workspace(&[]);
     let airlock = airlock(workspace_config(ws.path())).await;
     let mut cx = airlock.context();
@@ -397,7 +404,17 @@ async fn each_use_runs_in_an_execute_tool_span() {
         )
         .await;
     assert!(r.is_error());
-    let seen = fields.0.lock().unwrap().clone();
+    let seen = spans
+        .lock()
+        .unwrap()
+        .values()
+        .find(|fields| {
+            fields
+                .iter()
+                .any(|(f, v)| f == "gen_ai.tool.call.id" && v == "toolu_9")
+        })
+        .cloned()
+        .expect("the use ran in an execute_tool span");
     let get = |k: &str| seen.iter().find(|(f, _)| f == k).map(|(_, v)| v.clone());
     assert_eq!(get("otel.name").as_deref(), Some("execute_tool read"));
     assert_eq!(
@@ -405,7 +422,6 @@ async fn each_use_runs_in_an_execute_tool_span() {
         Some("execute_tool")
     );
     assert_eq!(get("gen_ai.tool.name").as_deref(), Some("read"));
-    assert_eq!(get("gen_ai.tool.call.id").as_deref(), Some("toolu_9"));
     assert_eq!(get("airlock.permission.decision").as_deref(), Some("allow"));
     assert_eq!(get("error.type").as_deref(), Some("ENOENT"));
     assert!(get("airlock.duration_ms").is_some());
