@@ -129,9 +129,7 @@ impl Airlock {
         let same_sources = config.bundled_tools == old.bundled_tools
             && config.effective_tool_dirs() == old.effective_tool_dirs();
         if !same_sources || &config.limits != self.engine.limits() {
-            return Ok(Airlock::new(config)
-                .await?
-                .with_prompter(self.policy.prompter.clone()));
+            return self.loaded_under(config).await;
         }
         let grants = Arc::new(Grants::from_config(&config)?);
         let registry = self.registry.regrant(&grants);
@@ -142,6 +140,19 @@ impl Airlock {
             self.policy.prompter.clone(),
         )
         .await
+    }
+
+    /// The same configuration with its tools loaded afresh from their
+    /// sources (the tool directories changed). Components already in the
+    /// artifact cache are not recompiled.
+    pub async fn reload(&self) -> anyhow::Result<Airlock> {
+        self.loaded_under(self.grants.config().clone()).await
+    }
+
+    async fn loaded_under(&self, config: Config) -> anyhow::Result<Airlock> {
+        Ok(Airlock::new(config)
+            .await?
+            .with_prompter(self.policy.prompter.clone()))
     }
 
     /// The tools.

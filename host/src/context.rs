@@ -140,6 +140,11 @@ impl ToolContext {
         &self.tools
     }
 
+    /// Replaces the tools in view (the tool directories changed).
+    pub fn set_tools(&mut self, tools: Arc<Registry>) {
+        self.tools = tools;
+    }
+
     /// The permission mode.
     pub fn mode(&self) -> PermissionMode {
         self.mode

@@ -21,6 +21,13 @@
 //!   tick, lets block-behaviour uses finish, and answers queued uses with
 //!   "cancelled by user".
 //!
+//! A session executor ([`Executor::session`], for front ends such as MCP
+//! whose requests are independent) keeps the scheduling rule but hands
+//! each result out as soon as it is done, never cancels siblings, and
+//! lives as long as its feeders: it keeps only the uses still in flight.
+//! Either kind cancels one use on request ([`ExecutorHandle::cancel`]) and
+//! takes a refreshed tool set for later uses ([`ExecutorHandle::refresh`]).
+//!
 //! The scheduler is one task that owns the [`ToolContext`]; classification
 //! and execution run in tasks of their own and report back to it.
 
@@ -31,6 +38,7 @@ use crate::error::{CallError, ErrorClass};
 use crate::pipeline::{self, CallControl, Completed, Prepared, ToolResult, ToolUse};
 use crate::tool::{CancellationToken, ProgressEvent, ProgressSink};
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -75,11 +83,33 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64((d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0)
 }
 
-#[derive(Debug)]
 enum Command {
     Add(ToolUse),
     AddFailed(ToolUse, CallError),
+    Cancel(String),
+    Refresh(Box<Airlock>),
     Close,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Add(u) => f.debug_tuple("Add").field(&u.id).finish(),
+            Command::AddFailed(u, _) => f.debug_tuple("AddFailed").field(&u.id).finish(),
+            Command::Cancel(id) => f.debug_tuple("Cancel").field(id).finish(),
+            Command::Refresh(_) => f.write_str("Refresh"),
+            Command::Close => f.write_str("Close"),
+        }
+    }
+}
+
+/// How results come out, and whether uses are one batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// One model message: results in arrival order, sibling cancellation.
+    Batch,
+    /// Independent requests: each result as soon as it is done.
+    Session,
 }
 
 /// A streaming executor for one batch of tool uses (one model message).
@@ -109,6 +139,20 @@ impl ExecutorHandle {
         let _ = self.commands.send(Command::AddFailed(tool_use, error));
     }
 
+    /// Cancels the use with this id: one that has not started is answered
+    /// "cancelled by the caller" at once; a running one is stopped (within
+    /// an epoch tick, for a cancel-behaviour tool). Unknown or finished ids
+    /// are ignored, so a cancel may race the result.
+    pub fn cancel(&self, tool_use_id: impl Into<String>) {
+        let _ = self.commands.send(Command::Cancel(tool_use_id.into()));
+    }
+
+    /// Uses added from now on see `airlock`'s tools (and the context's view
+    /// of them is replaced); uses already added keep the tools they had.
+    pub fn refresh(&self, airlock: Airlock) {
+        let _ = self.commands.send(Command::Refresh(Box::new(airlock)));
+    }
+
     /// Says no more tool uses will come (the message ended).
     pub fn close(&self) {
         let _ = self.commands.send(Command::Close);
@@ -121,12 +165,24 @@ impl ExecutorHandle {
 }
 
 impl Executor {
-    /// Starts an executor over `cx` (see [`Airlock::executor`]).
+    /// Starts an executor for one batch over `cx` (see [`Airlock::executor`]).
     pub fn new(airlock: Airlock, cx: ToolContext) -> Executor {
+        Executor::start(airlock, cx, Mode::Batch)
+    }
+
+    /// Starts a session executor over `cx`: uses are independent requests
+    /// (an MCP client's calls), each result comes out as soon as it is
+    /// done, a failure cancels nothing else, and the executor runs until
+    /// it is closed or every handle is dropped.
+    pub fn session(airlock: Airlock, cx: ToolContext) -> Executor {
+        Executor::start(airlock, cx, Mode::Session)
+    }
+
+    fn start(airlock: Airlock, cx: ToolContext, mode: Mode) -> Executor {
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = mpsc::unbounded_channel();
         let abort = cx.abort_handle().clone();
-        let task = tokio::spawn(Scheduler::new(airlock, cx, event_tx).run(command_rx));
+        let task = tokio::spawn(Scheduler::new(airlock, cx, event_tx, mode).run(command_rx));
         Executor {
             handle: ExecutorHandle { commands, abort },
             events,
@@ -148,6 +204,11 @@ impl Executor {
     /// [`ExecutorHandle::add_failed`]).
     pub fn add_failed(&self, tool_use: ToolUse, error: CallError) {
         self.handle.add_failed(tool_use, error);
+    }
+
+    /// Cancels one use (see [`ExecutorHandle::cancel`]).
+    pub fn cancel(&self, tool_use_id: impl Into<String>) {
+        self.handle.cancel(tool_use_id);
     }
 
     /// Says no more tool uses will come (the message ended).
@@ -192,7 +253,10 @@ impl Executor {
 enum State {
     Classifying,
     Queued(Box<Prepared>),
-    Running { concurrency_safe: bool },
+    Running {
+        concurrency_safe: bool,
+        cancel: CancellationToken,
+    },
     Done(Box<ToolResult>),
     Emitted,
 }
@@ -217,8 +281,11 @@ struct Scheduler {
     reports: mpsc::UnboundedReceiver<Report>,
     progress: ProgressSink,
     progress_rx: mpsc::Receiver<ProgressEvent>,
-    uses: Vec<Tracked>,
-    emitted: usize,
+    mode: Mode,
+    /// The uses not yet emitted (and emitted ones behind an earlier
+    /// pending use); `uses[0]` is use number `base`.
+    uses: VecDeque<Tracked>,
+    base: usize,
     started: Instant,
     batch: CancellationToken,
     interrupted: bool,
@@ -230,6 +297,7 @@ impl Scheduler {
         airlock: Airlock,
         cx: ToolContext,
         events: mpsc::UnboundedSender<ExecutorEvent>,
+        mode: Mode,
     ) -> Self {
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let (progress, progress_rx) = ProgressSink::channel(PROGRESS_BUFFER);
@@ -242,8 +310,9 @@ impl Scheduler {
             reports,
             progress,
             progress_rx,
-            uses: Vec::new(),
-            emitted: 0,
+            mode,
+            uses: VecDeque::new(),
+            base: 0,
             started: Instant::now(),
             batch,
             interrupted: false,
@@ -255,13 +324,18 @@ impl Scheduler {
         let abort = self.cx.abort_handle().clone();
         let mut closed = false;
         loop {
-            if closed && self.emitted == self.uses.len() {
+            if closed && self.uses.is_empty() {
                 break;
             }
             tokio::select! {
                 command = commands.recv(), if !closed => match command {
                     Some(Command::Add(tool_use)) => self.add(tool_use),
                     Some(Command::AddFailed(tool_use, error)) => self.add_failed(tool_use, error),
+                    Some(Command::Cancel(id)) => self.cancel(&id),
+                    Some(Command::Refresh(airlock)) => {
+                        self.cx.set_tools(airlock.context().tools().clone());
+                        self.airlock = *airlock;
+                    }
                     Some(Command::Close) | None => closed = true,
                 },
                 Some(report) = self.reports.recv() => self.report(report),
@@ -287,7 +361,8 @@ impl Scheduler {
     fn add(&mut self, tool_use: ToolUse) {
         let i = self.track(&tool_use);
         if let Some(message) = self.cancellation_message() {
-            self.uses[i].state = State::Done(Box::new(self.cancelled(i, message)));
+            let result = self.cancelled(i, message);
+            self.set_state(i, State::Done(Box::new(result)));
             return;
         }
         let airlock = self.airlock.clone();
@@ -301,11 +376,36 @@ impl Scheduler {
 
     fn add_failed(&mut self, tool_use: ToolUse, error: CallError) {
         let i = self.track(&tool_use);
-        self.uses[i].state = State::Done(Box::new(ToolResult::failed(
-            tool_use.id,
-            tool_use.name,
-            error,
-        )));
+        let result = ToolResult::failed(tool_use.id, tool_use.name, error);
+        self.set_state(i, State::Done(Box::new(result)));
+    }
+
+    /// Cancels the latest use with this id, if it is still in flight.
+    fn cancel(&mut self, id: &str) {
+        let Some(at) = self.uses.iter().rposition(|u| u.id == id) else {
+            return;
+        };
+        let i = self.base + at;
+        match &self.uses[at].state {
+            State::Classifying | State::Queued(_) => {
+                let result = self.cancelled(i, "cancelled by the caller".into());
+                self.set_state(i, State::Done(Box::new(result)));
+            }
+            State::Running { cancel, .. } => cancel.cancel(),
+            State::Done(_) | State::Emitted => {}
+        }
+    }
+
+    /// The use with absolute number `i`, unless it is gone (emitted).
+    fn slot(&mut self, i: usize) -> Option<&mut Tracked> {
+        i.checked_sub(self.base)
+            .and_then(|at| self.uses.get_mut(at))
+    }
+
+    fn set_state(&mut self, i: usize, state: State) {
+        if let Some(tracked) = self.slot(i) {
+            tracked.state = state;
+        }
     }
 
     fn track(&mut self, tool_use: &ToolUse) -> usize {
@@ -313,38 +413,47 @@ impl Scheduler {
             tool_use_id: tool_use.id.clone(),
             at: self.now(),
         });
-        self.uses.push(Tracked {
+        self.uses.push_back(Tracked {
             id: tool_use.id.clone(),
             name: tool_use.name.clone(),
             state: State::Classifying,
         });
-        self.uses.len() - 1
+        self.base + self.uses.len() - 1
     }
 
     fn report(&mut self, report: Report) {
         match report {
             Report::Classified(i, prepared) => {
-                if !matches!(self.uses[i].state, State::Classifying) {
+                let message = self.cancellation_message();
+                let Some(tracked) = self.slot(i) else { return };
+                if !matches!(tracked.state, State::Classifying) {
                     return;
                 }
-                self.uses[i].name = prepared.name().to_string();
-                self.uses[i].state = match self.cancellation_message() {
+                tracked.name = prepared.name().to_string();
+                let state = match message {
                     Some(message) => State::Done(Box::new(self.cancelled(i, message))),
                     None => State::Queued(prepared),
                 };
+                self.set_state(i, state);
             }
             Report::Finished(i, completed, concurrency_safe) => {
-                let _ = self.events.send(ExecutorEvent::Finished {
-                    tool_use_id: self.uses[i].id.clone(),
-                    at: self.now(),
-                });
+                let at = self.now();
+                let Some(tracked) = self.slot(i) else { return };
+                let tool_use_id = tracked.id.clone();
+                let _ = self
+                    .events
+                    .send(ExecutorEvent::Finished { tool_use_id, at });
                 let mut result = self.cx.finish(*completed, !concurrency_safe);
                 let failed_for_real =
                     matches!(&result.outcome, Err(e) if e.class != ErrorClass::Cancelled);
                 let cancels_siblings = result
                     .flags
                     .is_some_and(|f| f.contains(SafetyFlags::CANCELS_SIBLINGS_ON_ERROR));
-                if failed_for_real && cancels_siblings && self.sibling_failed.is_none() {
+                if failed_for_real
+                    && cancels_siblings
+                    && self.mode == Mode::Batch
+                    && self.sibling_failed.is_none()
+                {
                     self.sibling_failed = Some(format!("{} ({})", result.name, result.id));
                     self.batch.cancel();
                     self.cancel_waiting();
@@ -355,7 +464,7 @@ impl Scheduler {
                 {
                     e.message = message;
                 }
-                self.uses[i].state = State::Done(Box::new(result));
+                self.set_state(i, State::Done(Box::new(result)));
             }
         }
     }
@@ -374,11 +483,8 @@ impl Scheduler {
     }
 
     fn cancelled(&self, i: usize, message: String) -> ToolResult {
-        ToolResult::failed(
-            &self.uses[i].id,
-            &self.uses[i].name,
-            CallError::cancelled(message),
-        )
+        let tracked = &self.uses[i - self.base];
+        ToolResult::failed(&tracked.id, &tracked.name, CallError::cancelled(message))
     }
 
     fn interrupt(&mut self) {
@@ -391,17 +497,19 @@ impl Scheduler {
         let Some(message) = self.cancellation_message() else {
             return;
         };
-        for i in 0..self.uses.len() {
-            if matches!(self.uses[i].state, State::Classifying | State::Queued(_)) {
-                self.uses[i].state = State::Done(Box::new(self.cancelled(i, message.clone())));
+        for at in 0..self.uses.len() {
+            if matches!(self.uses[at].state, State::Classifying | State::Queued(_)) {
+                let i = self.base + at;
+                let result = self.cancelled(i, message.clone());
+                self.set_state(i, State::Done(Box::new(result)));
             }
         }
     }
 
     /// Starts waiting uses, in arrival order, while the rule allows.
     fn start_what_can_start(&mut self) {
-        for i in 0..self.uses.len() {
-            let safe = match &self.uses[i].state {
+        for at in 0..self.uses.len() {
+            let safe = match &self.uses[at].state {
                 State::Running { .. } | State::Done(_) | State::Emitted => continue,
                 State::Classifying => return,
                 State::Queued(prepared) => prepared.concurrency_safe(),
@@ -410,7 +518,9 @@ impl Scheduler {
                 .uses
                 .iter()
                 .filter_map(|u| match u.state {
-                    State::Running { concurrency_safe } => Some(concurrency_safe),
+                    State::Running {
+                        concurrency_safe, ..
+                    } => Some(concurrency_safe),
                     _ => None,
                 })
                 .collect();
@@ -418,18 +528,22 @@ impl Scheduler {
             if !allowed {
                 return;
             }
-            self.start(i, safe);
+            self.start(at, safe);
         }
     }
 
-    fn start(&mut self, i: usize, concurrency_safe: bool) {
-        let State::Queued(prepared) =
-            std::mem::replace(&mut self.uses[i].state, State::Running { concurrency_safe })
-        else {
+    fn start(&mut self, at: usize, concurrency_safe: bool) {
+        let i = self.base + at;
+        let cancel = self.batch.child_token();
+        let running = State::Running {
+            concurrency_safe,
+            cancel: cancel.clone(),
+        };
+        let State::Queued(prepared) = std::mem::replace(&mut self.uses[at].state, running) else {
             return;
         };
         let _ = self.events.send(ExecutorEvent::Started {
-            tool_use_id: self.uses[i].id.clone(),
+            tool_use_id: self.uses[at].id.clone(),
             at: self.now(),
         });
         let airlock = self.airlock.clone();
@@ -437,7 +551,7 @@ impl Scheduler {
         let reports = self.reports_tx.clone();
         let control = CallControl {
             progress: self.progress.clone(),
-            cancel: self.batch.child_token(),
+            cancel,
         };
         tokio::spawn(async move {
             let completed = pipeline::execute(&airlock, &snapshot, *prepared, control).await;
@@ -445,17 +559,31 @@ impl Scheduler {
         });
     }
 
-    /// Sends every result whose predecessors are all out.
+    /// Sends every result whose predecessors are all out (in a batch) or
+    /// every result that is done (in a session), then forgets the uses at
+    /// the front that are out.
     fn emit_ready(&mut self) {
-        while self.emitted < self.uses.len() {
-            let slot = &mut self.uses[self.emitted].state;
-            if !matches!(slot, State::Done(_)) {
-                return;
+        for tracked in self.uses.iter_mut() {
+            match tracked.state {
+                State::Done(_) => {
+                    if let State::Done(result) =
+                        std::mem::replace(&mut tracked.state, State::Emitted)
+                    {
+                        let _ = self.events.send(ExecutorEvent::Result(result));
+                    }
+                }
+                State::Emitted => {}
+                _ if self.mode == Mode::Batch => break,
+                _ => {}
             }
-            if let State::Done(result) = std::mem::replace(slot, State::Emitted) {
-                let _ = self.events.send(ExecutorEvent::Result(result));
-            }
-            self.emitted += 1;
+        }
+        while self
+            .uses
+            .front()
+            .is_some_and(|u| matches!(u.state, State::Emitted))
+        {
+            self.uses.pop_front();
+            self.base += 1;
         }
     }
 }

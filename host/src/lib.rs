@@ -17,7 +17,9 @@
 //!   permission, the call, result processing, telemetry;
 //! - [`executor`]: many tool uses as a model streams them, scheduled by
 //!   their flags, results in order;
-//! - [`adapters`]: model API formats in and out.
+//! - [`adapters`]: model API formats in and out;
+//! - `mcp` (feature `mcp`): the tools served over the Model Context
+//!   Protocol, each session through its own executor.
 //!
 //! [`Airlock`] bundles them for an embedder; the `airlock` binary (feature
 //! `cli`) is a thin front end over it.
@@ -35,6 +37,8 @@ pub mod error;
 pub mod executor;
 pub mod grants;
 pub mod json;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod pipeline;
 pub mod registry;
 pub mod sanitize;

@@ -440,6 +440,29 @@ fn find_remote_ref(schema: &Value) -> Option<&str> {
 }
 
 /// The `*.wasm` files in `dir`, sorted by name.
+/// What the tool directories hold: each component file with its size and
+/// modification time, in order. Two equal stamps mean nothing to reload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceStamp(Vec<(PathBuf, u64, Option<std::time::SystemTime>)>);
+
+impl SourceStamp {
+    /// Stamps the component files in `dirs` now (a directory that cannot be
+    /// listed counts as empty).
+    pub fn of(dirs: &[PathBuf]) -> SourceStamp {
+        let files = dirs
+            .iter()
+            .flat_map(|dir| component_files(dir).unwrap_or_default())
+            .map(|file| {
+                let meta = std::fs::metadata(&file).ok();
+                let len = meta.as_ref().map_or(0, |m| m.len());
+                let modified = meta.and_then(|m| m.modified().ok());
+                (file, len, modified)
+            })
+            .collect();
+        SourceStamp(files)
+    }
+}
+
 fn component_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         LoadError::Io(format!(

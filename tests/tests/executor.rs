@@ -313,3 +313,100 @@ async fn an_interrupt_mid_stream_respects_interrupt_behaviour() {
         );
     }
 }
+
+/// The next result from `executor`, skipping other events.
+async fn next_result(executor: &mut airlock_host::Executor) -> airlock_host::ToolResult {
+    loop {
+        match executor.next().await.expect("the executor is open") {
+            ExecutorEvent::Result(r) => return *r,
+            _ => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_session_hands_out_each_result_when_done_and_a_failure_cancels_nothing() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let airlock = fake_host(log).await;
+    let mut executor = airlock_host::Executor::session(airlock.clone(), airlock.context());
+    executor.add(ToolUse::new("slow", "reader", json!({"ms": 400})));
+    executor.add(ToolUse::new(
+        "boom",
+        "fragile_reader",
+        json!({"ms": 10, "fail": true}),
+    ));
+    executor.add(ToolUse::new("fast", "reader", json!({"ms": 50})));
+    let first = next_result(&mut executor).await;
+    assert_eq!(first.id, "boom");
+    assert_eq!(
+        first.outcome.unwrap_err().class,
+        ErrorClass::ToolError,
+        "its own failure"
+    );
+    assert_eq!(next_result(&mut executor).await.id, "fast");
+    let slow = next_result(&mut executor).await;
+    assert_eq!(slow.id, "slow");
+    assert!(!slow.is_error(), "a failure cancels no other request");
+    executor.add(ToolUse::new("later", "writer", json!({"ms": 1})));
+    assert!(!next_result(&mut executor).await.is_error());
+    executor.close();
+    assert!(executor.next().await.is_none(), "closed and drained");
+}
+
+#[tokio::test]
+async fn cancelling_one_use_answers_it_at_once_or_stops_it() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let airlock = fake_host(log.clone()).await;
+    let mut executor = airlock_host::Executor::session(airlock.clone(), airlock.context());
+    let started = Instant::now();
+    executor.add(ToolUse::new("long", "writer", json!({"ms": 5000})));
+    executor.add(ToolUse::new("waiting", "reader", json!({"ms": 1})));
+    executor.add(ToolUse::new("other", "reader", json!({"ms": 1})));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    executor.cancel("waiting");
+    let waiting = next_result(&mut executor).await;
+    assert_eq!(waiting.id, "waiting");
+    let error = waiting.outcome.unwrap_err();
+    assert_eq!(error.class, ErrorClass::Cancelled);
+    assert_eq!(error.message, "cancelled by the caller");
+    executor.cancel("long");
+    let long = next_result(&mut executor).await;
+    assert_eq!(long.id, "long");
+    assert_eq!(long.outcome.unwrap_err().class, ErrorClass::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(2), "stopped early");
+    let other = next_result(&mut executor).await;
+    assert_eq!(other.id, "other");
+    assert!(!other.is_error(), "the rest runs on");
+    executor.cancel("other");
+    executor.cancel("no such use");
+    executor.close();
+    assert!(executor.next().await.is_none());
+    assert!(
+        log.lock().unwrap().iter().all(|r| r.id != "waiting"),
+        "the cancelled use never ran"
+    );
+}
+
+#[tokio::test]
+async fn a_refresh_gives_later_uses_the_new_tools() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let full = fake_host(log).await;
+    let readers_only = full.view(|d| d.name == "reader");
+    let mut executor =
+        airlock_host::Executor::session(readers_only.clone(), readers_only.context());
+    executor.add(ToolUse::new("before", "writer", json!({"ms": 1})));
+    let before = next_result(&mut executor).await;
+    assert_eq!(before.outcome.unwrap_err().class, ErrorClass::UnknownTool);
+    executor.handle().refresh(full);
+    executor.add(ToolUse::new("after", "writer", json!({"ms": 1})));
+    let after = next_result(&mut executor).await;
+    assert!(!after.is_error(), "{after:?}");
+    let cx = {
+        executor.close();
+        executor.into_context().await
+    };
+    assert!(
+        cx.tools().get("writer").is_some(),
+        "the context sees them too"
+    );
+}

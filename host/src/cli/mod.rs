@@ -15,7 +15,9 @@ mod run;
 use crate::Airlock;
 use crate::config::{Config, MountConfig, ToolConfig};
 use crate::descriptor::WorkspaceAccess;
-use crate::pipeline::permissions::{AllowPrompter, PermissionMode, PermissionPrompter};
+use crate::pipeline::permissions::{
+    AllowPrompter, DenyPrompter, PermissionMode, PermissionPrompter,
+};
 use crate::pipeline::{CallControl, ToolUse};
 use crate::tool::{CancellationToken, ProgressSink};
 use clap::{Parser, Subcommand};
@@ -117,6 +119,13 @@ enum Command {
     },
     /// Runs a scripted tour of the bundled tools over a temporary copy of a sample workspace.
     Demo,
+    /// Serves the tools over the Model Context Protocol: on stdin/stdout (until stdin closes), or over Streamable HTTP with --http.
+    #[cfg(feature = "mcp")]
+    Mcp {
+        /// Serve Streamable HTTP on ADDR (for example 127.0.0.1:8123; port 0 picks one) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+    },
 }
 
 /// Runs the command line; the binary's `main`.
@@ -169,8 +178,15 @@ async fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    #[cfg(feature = "mcp")]
+    let serves_mcp = matches!(cli.command, Command::Mcp { .. });
+    #[cfg(not(feature = "mcp"))]
+    let serves_mcp = false;
     let prompter: Arc<dyn PermissionPrompter> = if cli.yes {
         Arc::new(AllowPrompter)
+    } else if serves_mcp {
+        // The MCP client owns the terminal: it is asked by elicitation.
+        Arc::new(DenyPrompter)
     } else {
         Arc::new(prompt::TerminalPrompter::default())
     };
@@ -200,6 +216,29 @@ async fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        #[cfg(feature = "mcp")]
+        Command::Mcp { http } => {
+            let host = crate::mcp::McpHost::new(airlock);
+            let served = match http {
+                None => host.serve_stdio().await,
+                Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+                    Ok(listener) => {
+                        if let Ok(bound) = listener.local_addr() {
+                            eprintln!("airlock: serving MCP on http://{bound}/mcp");
+                        }
+                        host.serve_http(listener).await
+                    }
+                    Err(e) => Err(anyhow::anyhow!("cannot listen on {addr}: {e}")),
+                },
+            };
+            match served {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("airlock: the MCP server failed: {e:#}");
+                    ExitCode::from(EXIT_CALL_FAILED)
+                }
+            }
+        }
         Command::Demo => unreachable!("handled above"),
     }
 }

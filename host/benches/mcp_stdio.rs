@@ -1,0 +1,286 @@
+//! `airlock mcp` over stdio, driven by a minimal raw JSON-RPC client (one
+//! line out, one line back; no SDK, whose own overhead would dominate).
+//!
+//! - `mcp_call/stdio_sleep_0`: one `tools/call` of the bundled `sleep` tool
+//!   with `{"ms": 0}` against a running, initialized server: the request is
+//!   written, its reply read and checked.
+//! - `mcp_call/stdio_sleep_0_pipelined`: 64 such calls written at once,
+//!   then their 64 replies read (time per call): what a client that keeps
+//!   several calls in flight pays per call.
+//! - `mcp_call/stdio_ping`: one `ping`, the transport and rmcp alone.
+//! - `mcp_call/cat_echo`: the same request line through `cat`: the floor
+//!   of a round trip through two pipes and two process wake-ups on this
+//!   machine, measured in the same run.
+//! - `mcp_call/in_process_sleep_0`: the same call through
+//!   [`Airlock::call`] in this process, measured in the same run: the
+//!   difference is what MCP (transport, JSON-RPC, rmcp, the session
+//!   executor) adds.
+//! - `mcp_call/in_process_session_executor_sleep_0`: the same call through
+//!   a session [`airlock_host::Executor`] in this process (what the MCP
+//!   server runs each call through).
+//! - `mcp_start/tools_list`: from spawning `airlock mcp` to reading its
+//!   `tools/list` reply (initialize, initialized, tools/list), with a warm
+//!   artifact cache.
+//! - `mcp_start/spawn_bin_true`: spawning `/bin/true` and waiting for it.
+//!
+//! Run with `cargo bench -p airlock-host --features mcp --bench mcp_stdio`.
+
+use airlock_host::{Airlock, Config, ToolUse};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `airlock mcp` and its pipes.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Server {
+    fn spawn(home: &Path, workspace: &Path) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+        command.arg("--workspace").arg(workspace).arg("mcp");
+        Server::spawn_command(command, home)
+    }
+
+    fn spawn_command(mut command: Command, home: &Path) -> Server {
+        let mut child = command
+            .env("HOME", home)
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("AIRLOCK_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("airlock runs");
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        Server {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        }
+    }
+
+    /// Writes a request; returns its id.
+    fn send(&mut self, method: &str, params: &Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").expect("the server reads");
+        id
+    }
+
+    /// Sends a request and returns its reply's `result`.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, &params);
+        self.stdin.flush().expect("the server reads");
+        self.reply(id)
+    }
+
+    /// Reads until the reply to `id`; returns its `result`.
+    fn reply(&mut self, id: u64) -> Value {
+        let mut reply = String::new();
+        loop {
+            reply.clear();
+            let n = self
+                .stdout
+                .read_line(&mut reply)
+                .expect("the server writes");
+            assert!(n > 0, "the server closed stdout");
+            let message: Value = serde_json::from_str(&reply).expect("one JSON message a line");
+            if message["id"] == id {
+                return message
+                    .get("result")
+                    .cloned()
+                    .unwrap_or_else(|| panic!("an error reply: {reply}"));
+            }
+        }
+    }
+
+    fn notify(&mut self, method: &str) {
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": method})
+        )
+        .expect("the server reads");
+    }
+
+    /// The handshake, then `tools/list`; returns how many tools it lists.
+    fn start(&mut self) -> usize {
+        self.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-bench", "version": "1"}
+            }),
+        );
+        self.notify("notifications/initialized");
+        let listed = self.request("tools/list", json!({}));
+        listed["tools"].as_array().map_or(0, Vec::len)
+    }
+
+    fn call_sleep_0(&mut self) {
+        let result = self.request("tools/call", sleep_0());
+        assert_eq!(result["isError"], false, "{result}");
+    }
+
+    /// `n` calls in flight at once; the replies may come in any order.
+    fn call_sleep_0_pipelined(&mut self, n: usize) {
+        let params = sleep_0();
+        let first = self.next_id;
+        for _ in 0..n {
+            self.send("tools/call", &params);
+        }
+        self.stdin.flush().expect("the server reads");
+        let mut seen = vec![false; n];
+        let mut line = String::new();
+        for _ in 0..n {
+            line.clear();
+            let read = self.stdout.read_line(&mut line).expect("the server writes");
+            assert!(read > 0, "the server closed stdout");
+            let message: Value = serde_json::from_str(&line).expect("one JSON message a line");
+            let id = message["id"].as_u64().expect("a reply");
+            assert_eq!(message["result"]["isError"], false, "{line}");
+            seen[usize::try_from(id - first).expect("an id of this batch")] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "every call got its reply");
+    }
+}
+
+fn sleep_0() -> Value {
+    json!({"name": "sleep", "arguments": {"ms": 0}})
+}
+
+/// How many calls the pipelined bench keeps in flight.
+const IN_FLIGHT: usize = 64;
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mcp(c: &mut Criterion) {
+    let home = tempfile::tempdir().expect("a temp dir");
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    // The first start compiles the tools into the artifact cache.
+    assert!(Server::spawn(home.path(), workspace.path()).start() > 0);
+
+    let mut server = Server::spawn(home.path(), workspace.path());
+    server.start();
+    server.call_sleep_0();
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let config = Config {
+        workspace: Some(workspace.path().to_path_buf()),
+        tool_dirs: Some(Vec::new()),
+        cache_dir: Some(home.path().join("cache/airlock/artifacts")),
+        ..Config::default()
+    };
+    let airlock = runtime
+        .block_on(Airlock::new(config))
+        .expect("the bundled tools load");
+    let mut cx = airlock.context();
+
+    let mut group = c.benchmark_group("mcp_call");
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("stdio_sleep_0", |b| b.iter(|| server.call_sleep_0()));
+    group.bench_function("stdio_sleep_0_pipelined", |b| {
+        b.iter_custom(|iters| {
+            let batches = iters.div_ceil(IN_FLIGHT as u64);
+            let start = Instant::now();
+            for _ in 0..batches {
+                server.call_sleep_0_pipelined(IN_FLIGHT);
+            }
+            // Time per call, scaled back to the `iters` calls asked for.
+            start
+                .elapsed()
+                .mul_f64(iters as f64 / (batches * IN_FLIGHT as u64) as f64)
+        })
+    });
+    group.bench_function("stdio_ping", |b| {
+        b.iter(|| server.request("ping", json!({})))
+    });
+    let mut cat = Server::spawn_command(Command::new("cat"), home.path());
+    group.bench_function("cat_echo", |b| {
+        b.iter(|| {
+            let id = cat.send("ping", &json!({}));
+            cat.stdin.flush().expect("cat reads");
+            let mut line = String::new();
+            cat.stdout.read_line(&mut line).expect("cat writes");
+            let echoed: Value = serde_json::from_str(&line).expect("the line back");
+            assert_eq!(echoed["id"], id);
+        })
+    });
+    drop(cat);
+    group.bench_function("in_process_sleep_0", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let tool_use = ToolUse::new("toolu_bench", "sleep", json!({ "ms": 0 }));
+                    let result = airlock.call(&mut cx, tool_use).await;
+                    assert!(!result.is_error(), "{}", result.text());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    let mut executor = {
+        let _in_runtime = runtime.enter();
+        airlock_host::Executor::session(airlock.clone(), airlock.context())
+    };
+    group.bench_function("in_process_session_executor_sleep_0", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    executor.add(ToolUse::new("toolu_bench", "sleep", json!({ "ms": 0 })));
+                    loop {
+                        match executor.next().await {
+                            Some(airlock_host::ExecutorEvent::Result(r)) => {
+                                assert!(!r.is_error(), "{}", r.text());
+                                break;
+                            }
+                            Some(_) => {}
+                            None => panic!("the executor closed"),
+                        }
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
+    group.finish();
+    drop(server);
+
+    let mut group = c.benchmark_group("mcp_start");
+    group.sample_size(30);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("tools_list", |b| {
+        b.iter(|| {
+            let mut server = Server::spawn(home.path(), workspace.path());
+            assert!(server.start() > 0);
+        })
+    });
+    group.bench_function("spawn_bin_true", |b| {
+        b.iter(|| {
+            let status = Command::new("/bin/true").status().expect("/bin/true runs");
+            assert!(status.success());
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, mcp);
+criterion_main!(benches);

@@ -1,0 +1,535 @@
+//! `airlock mcp`: every tool in view served over the Model Context
+//! Protocol with rmcp, on stdio or Streamable HTTP. This is the only
+//! module that knows rmcp's types: Airlock's descriptors, results, progress
+//! and permission questions are mapped here and nowhere else.
+//!
+//! Each MCP session (the stdio connection, or one HTTP session) has its own
+//! agent context and a session [`Executor`]: calls go through the same
+//! pipeline and scheduling rule as every other front end (concurrency-safe
+//! calls run together, an exclusive call runs alone), and each reply goes
+//! out as soon as its call is done. A `notifications/cancelled` cancels the
+//! call in the executor (epoch interruption stops a running component);
+//! rmcp sends no reply for it.
+//!
+//! Invariants:
+//! - every `tools/call` for a tool in view gets exactly one reply (unless
+//!   cancelled), carrying its own result: calls are routed by a per-session
+//!   id, never by order;
+//! - a failure of the call (validation, permission, the tool's own error,
+//!   a limit) is a result with `isError`; a JSON-RPC error is only for an
+//!   unknown tool or a malformed request;
+//! - progress goes out only when the request carried a `progressToken`,
+//!   with a value that never decreases;
+//! - a permission question becomes an elicitation when the client supports
+//!   form elicitation, and otherwise goes to the host's own prompter (which
+//!   denies by default, saying how to allow the call);
+//! - when the tool directories change, later calls see the reloaded tools
+//!   and every session is sent `notifications/tools/list_changed`;
+//! - nothing but protocol messages is written to stdout.
+
+use crate::Airlock;
+use crate::context::ToolContext;
+use crate::descriptor::{Descriptor, SafetyFlags};
+use crate::executor::{Executor, ExecutorEvent, ExecutorHandle};
+use crate::pipeline::permissions::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use crate::pipeline::{ToolResult, ToolUse};
+use crate::registry::{Registry, SourceStamp};
+use crate::sanitize::{self, Sink};
+use crate::tool::{ContentBlock, ProgressEvent};
+use async_trait::async_trait;
+use rmcp::model::{
+    BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult,
+    ContentBlock as McpContent, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations,
+};
+use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+
+/// Tools per `tools/list` page.
+const PAGE: usize = 100;
+
+/// How often the tool directories are checked for changes.
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How long a permission question waits for the user.
+const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The host as the MCP sessions share it: the tools (replaced when the
+/// tool directories change) and the policy.
+///
+/// ```no_run
+/// # async fn example() -> anyhow::Result<()> {
+/// use airlock_host::mcp::McpHost;
+/// use airlock_host::{Airlock, Config};
+///
+/// let config = Config { workspace: Some("/path/to/project".into()), ..Config::default() };
+/// let host = McpHost::new(Airlock::new(config).await?);
+/// // Either one client on stdin/stdout…
+/// host.serve_stdio().await?;
+/// // …or many over Streamable HTTP at http://127.0.0.1:8123/mcp.
+/// host.serve_http(tokio::net::TcpListener::bind("127.0.0.1:8123").await?).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct McpHost {
+    tools: watch::Receiver<Airlock>,
+}
+
+impl McpHost {
+    /// A host serving `airlock`'s tools, reloading them when a component
+    /// file in its tool directories is added, changed or removed. The
+    /// airlock's prompter answers permission questions for clients that
+    /// cannot be asked (elicitation).
+    pub fn new(airlock: Airlock) -> McpHost {
+        let dirs = airlock.grants().config().effective_tool_dirs();
+        let mut stamp = SourceStamp::of(&dirs);
+        let (tx, rx) = watch::channel(airlock);
+        if !dirs.is_empty() {
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(WATCH_INTERVAL).await;
+                    let now = SourceStamp::of(&dirs);
+                    if now == stamp {
+                        continue;
+                    }
+                    stamp = now;
+                    let current = tx.borrow().clone();
+                    match current.reload().await {
+                        Ok(reloaded) => {
+                            tracing::info!("the tool directories changed: tools reloaded");
+                            if tx.send(reloaded).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => tracing::error!("reloading the tools failed: {e:#}"),
+                    }
+                }
+            });
+        }
+        McpHost { tools: rx }
+    }
+
+    /// A new session (one per stdio connection or HTTP session).
+    pub fn session(&self) -> McpServer {
+        McpServer::new(self.clone())
+    }
+
+    /// Serves one session on stdin/stdout until stdin closes.
+    pub async fn serve_stdio(&self) -> anyhow::Result<()> {
+        let running = self.session().serve(rmcp::transport::stdio_pipes()).await?;
+        running.waiting().await?;
+        Ok(())
+    }
+
+    /// Serves Streamable HTTP on `listener` at `/mcp`, a session (and an
+    /// agent context) per client; requests whose `Origin` is not this
+    /// server are refused (403).
+    pub async fn serve_http(&self, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+        };
+        let port = listener.local_addr()?.port();
+        let config = StreamableHttpServerConfig::default().with_allowed_origins([
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+        ]);
+        let host = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(host.session()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let service = hyper_util::service::TowerToHyperService::new(service.clone());
+            tokio::spawn(async move {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await
+                {
+                    tracing::debug!("an MCP connection ended: {e}");
+                }
+            });
+        }
+    }
+}
+
+/// One MCP session: an rmcp server handler over its own agent context.
+#[derive(Clone)]
+pub struct McpServer {
+    session: Arc<Session>,
+}
+
+struct Session {
+    host: McpHost,
+    prompter: Arc<McpPrompter>,
+    tools: RwLock<Arc<Registry>>,
+    executor: ExecutorHandle,
+    routes: Arc<Mutex<HashMap<String, Route>>>,
+    next_id: AtomicU64,
+}
+
+/// Where a call's result and progress go.
+struct Route {
+    result: oneshot::Sender<ToolResult>,
+    progress: Option<Progress>,
+}
+
+struct Progress {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    last: f64,
+    count: f64,
+}
+
+impl McpServer {
+    fn new(host: McpHost) -> McpServer {
+        let base = host.tools.borrow().clone();
+        let prompter = Arc::new(McpPrompter {
+            peer: OnceLock::new(),
+            fallback: base.clone(),
+        });
+        let airlock = base.with_prompter(prompter.clone());
+        let cx: ToolContext = airlock.context();
+        let tools = cx.tools().clone();
+        let executor = Executor::session(airlock, cx);
+        let routes: Arc<Mutex<HashMap<String, Route>>> = Arc::default();
+        let handle = executor.handle();
+        tokio::spawn(route_events(executor, routes.clone()));
+        McpServer {
+            session: Arc::new(Session {
+                host,
+                prompter,
+                tools: RwLock::new(tools),
+                executor: handle,
+                routes,
+                next_id: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    fn tools(&self) -> Arc<Registry> {
+        self.session
+            .tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Session {
+    /// Later calls see `airlock`'s tools.
+    fn refresh(&self, airlock: Airlock) {
+        let airlock = airlock.with_prompter(self.prompter.clone());
+        *self.tools.write().unwrap_or_else(|e| e.into_inner()) = airlock.context().tools().clone();
+        self.executor.refresh(airlock);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.executor.close();
+    }
+}
+
+/// Reads the session executor's events: each result goes to the call that
+/// waits for it, each progress event to its client when it asked for it.
+async fn route_events(mut executor: Executor, routes: Arc<Mutex<HashMap<String, Route>>>) {
+    while let Some(event) = executor.next().await {
+        match event {
+            ExecutorEvent::Result(result) => {
+                let route = lock(&routes).remove(&result.id);
+                if let Some(route) = route {
+                    let _ = route.result.send(*result);
+                }
+            }
+            ExecutorEvent::Progress(event) => {
+                let note = lock(&routes)
+                    .get_mut(&event.tool_use_id)
+                    .and_then(|r| r.progress.as_mut())
+                    .and_then(|p| p.next(&event));
+                if let Some((peer, param)) = note {
+                    let _ = peer.notify_progress(param).await;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Progress {
+    /// The notification for `event`: the fraction done (of 1) when the
+    /// tool says it, else a count of updates; none when the value would go
+    /// backwards.
+    fn next(
+        &mut self,
+        event: &ProgressEvent,
+    ) -> Option<(Peer<RoleServer>, ProgressNotificationParam)> {
+        self.count += 1.0;
+        let (value, total) = match event.fraction {
+            Some(f) => (f64::from(f.clamp(0.0, 1.0)), Some(1.0)),
+            None => (self.last.max(self.count), None),
+        };
+        if value < self.last || (value == self.last && self.count > 1.0) {
+            return None;
+        }
+        self.last = value;
+        let mut param = ProgressNotificationParam::new(self.token.clone(), value)
+            .with_message(event.message.clone());
+        if let Some(total) = total {
+            param = param.with_total(total);
+        }
+        Some((self.peer.clone(), param))
+    }
+}
+
+/// Asks the MCP client's user through form elicitation when the client
+/// supports it; otherwise the host's own prompter answers.
+struct McpPrompter {
+    peer: OnceLock<Peer<RoleServer>>,
+    fallback: Airlock,
+}
+
+#[async_trait]
+impl PermissionPrompter for McpPrompter {
+    async fn ask(&self, request: &PermissionRequest) -> PermissionAnswer {
+        let Some(peer) = self.peer.get().filter(|p| {
+            p.supported_elicitation_modes()
+                .contains(&ElicitationMode::Form)
+        }) else {
+            return self.fallback.prompter().ask(request).await;
+        };
+        let schema = ElicitationSchema::builder()
+            .required_bool_property("allow", |b: BooleanSchema| {
+                b.title("Allow this call").with_default(false)
+            })
+            .bool_property("always", |b: BooleanSchema| {
+                b.title("Allow every later call of this tool in this session")
+                    .with_default(false)
+            })
+            .build_unchecked();
+        let message = format!(
+            "airlock: {} wants to run ({}).\nInput: {}",
+            request.tool_name,
+            sanitize::clean_capped(&request.reason, Sink::Line, 300),
+            sanitize::clean_capped(&request.input.to_string(), Sink::Line, 500),
+        );
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        let answer = peer
+            .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
+            .await;
+        match answer {
+            Ok(r) if r.action == ElicitationAction::Accept => {
+                let content = r.content.unwrap_or_default();
+                let yes = |k: &str| content.get(k).and_then(|v| v.as_bool()) == Some(true);
+                match (yes("allow"), yes("always")) {
+                    (true, true) => PermissionAnswer::AllowAlways,
+                    (true, false) => PermissionAnswer::Allow,
+                    _ => PermissionAnswer::Deny(Some("the user did not allow this call".into())),
+                }
+            }
+            Ok(_) => PermissionAnswer::Deny(Some("the user declined this call".into())),
+            Err(e) => PermissionAnswer::Deny(Some(format!(
+                "asking the user failed ({e}); allow {} with a rule (permissions.allow) instead",
+                request.tool_name
+            ))),
+        }
+    }
+}
+
+/// A descriptor as an MCP tool: the prompt is the description the model
+/// reads; the flags become annotations (hints only: Airlock enforces
+/// them). Tool search is the client's (Claude Code defers MCP tools): a
+/// tool that is not deferred says so with `anthropic/alwaysLoad`.
+fn mcp_tool(d: &Descriptor) -> Tool {
+    let schema: JsonObject = d.input_schema.as_object().cloned().unwrap_or_default();
+    let mut tool = Tool::new(d.name.clone(), d.prompt.clone(), Arc::new(schema))
+        .with_title(d.title.clone())
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(d.flags.contains(SafetyFlags::READ_ONLY))
+                .destructive(d.flags.contains(SafetyFlags::DESTRUCTIVE))
+                .idempotent(d.flags.contains(SafetyFlags::IDEMPOTENT))
+                .open_world(d.flags.contains(SafetyFlags::OPEN_WORLD)),
+        );
+    if let Some(out) = d.output_schema.as_ref().and_then(|s| s.as_object()) {
+        tool = tool.with_raw_output_schema(Arc::new(out.clone()));
+    }
+    let mut meta = JsonObject::new();
+    meta.insert(
+        "anthropic/maxResultSizeChars".into(),
+        d.max_result_size.into(),
+    );
+    if !d.defer_loading {
+        meta.insert("anthropic/alwaysLoad".into(), true.into());
+    }
+    if d.flags.contains(SafetyFlags::REQUIRES_USER_INTERACTION) {
+        meta.insert("anthropic/requiresUserInteraction".into(), true.into());
+    }
+    tool.meta = Some(MetaObject(meta));
+    tool
+}
+
+/// A result as MCP content: `isError` for every failure of the call.
+fn mcp_result(result: ToolResult) -> CallToolResult {
+    match result.outcome {
+        Ok(output) => {
+            let mut content: Vec<McpContent> = output
+                .content
+                .iter()
+                .map(|block| match block {
+                    ContentBlock::Text(text) => McpContent::text(text.clone()),
+                    ContentBlock::Json(json) => McpContent::text(json.to_string()),
+                    ContentBlock::Image { mime_type, data } => {
+                        use base64::Engine as _;
+                        McpContent::image(
+                            base64::engine::general_purpose::STANDARD.encode(data),
+                            mime_type.clone(),
+                        )
+                    }
+                    ContentBlock::ResourceLink { uri, name, .. } => {
+                        McpContent::text(format!("{name}: {uri}"))
+                    }
+                })
+                .collect();
+            if let Some(structured) = &output.structured {
+                content.push(McpContent::text(structured.to_string()));
+            }
+            let mut r = CallToolResult::success(content);
+            r.structured_content = output.structured;
+            r
+        }
+        Err(error) => CallToolResult::error(vec![McpContent::text(error.message)]),
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Airlock runs each tool in a WebAssembly sandbox, confined to the workspace and \
+             the capabilities it was granted. Calls that need permission are asked about \
+             through elicitation when the client supports it.",
+        )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        // 2026-07-28 forbids server-to-client requests (elicitation) and
+        // sends list_changed only on a subscription stream.
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer;
+        let _ = self.session.prompter.peer.set(peer.clone());
+        let session: Weak<Session> = Arc::downgrade(&self.session);
+        let mut tools = self.session.host.tools.clone();
+        tools.mark_unchanged();
+        tokio::spawn(async move {
+            while tools.changed().await.is_ok() {
+                let Some(session) = session.upgrade() else {
+                    return;
+                };
+                session.refresh(tools.borrow_and_update().clone());
+                drop(session);
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.tools();
+        let entries = tools.entries();
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|&i| i <= entries.len())
+                .ok_or_else(|| {
+                    ErrorData::invalid_params("the cursor is not one this server gave", None)
+                })?,
+        };
+        let end = (start + PAGE).min(entries.len());
+        let page = entries[start..end]
+            .iter()
+            .map(|e| mcp_tool(e.descriptor()))
+            .collect();
+        let mut result = ListToolsResult::with_all_items(page);
+        result.next_cursor = (end < entries.len()).then(|| end.to_string());
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if self.tools().get(&request.name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!("there is no tool named {:?}", request.name),
+                None,
+            ));
+        }
+        let session = &self.session;
+        let id = format!("mcp-{}", session.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        let progress = context.meta.get_progress_token().map(|token| Progress {
+            peer: context.peer.clone(),
+            token,
+            last: 0.0,
+            count: 0.0,
+        });
+        lock(&session.routes).insert(
+            id.clone(),
+            Route {
+                result: tx,
+                progress,
+            },
+        );
+        let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        session
+            .executor
+            .add(ToolUse::new(id.clone(), request.name.as_ref(), input));
+        tokio::select! {
+            result = rx => match result {
+                Ok(result) => Ok(mcp_result(result).into()),
+                Err(_) => Err(ErrorData::internal_error("the session's executor stopped", None)),
+            },
+            () = context.ct.cancelled() => {
+                session.executor.cancel(id);
+                Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "cancelled by the client", None))
+            }
+        }
+    }
+}

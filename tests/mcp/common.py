@@ -1,0 +1,129 @@
+"""What the stdio and HTTP client tests share: one session exercising every
+MCP feature Airlock serves, and the list_changed check. Each function takes
+`connect`, an async context manager factory yielding (read, write) streams
+to a fresh server session."""
+
+import shutil
+
+import anyio
+import mcp.types as types
+from mcp import ClientSession, MCPError
+
+
+async def exercise(connect, workspace: str) -> dict:
+    """List, call, a validation error, a tool error, progress, cancellation
+    of a long call, permission by elicitation (accepted and declined), an
+    unknown tool; then a session without elicitation is refused with a
+    message saying how to allow the call."""
+    progress = []
+    asked = []
+    answers = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    async def on_elicit(ctx, params):
+        asked.append(params.message)
+        return answers.pop(0)
+
+    async with connect() as (read, write):
+        async with ClientSession(
+            read, write, read_timeout_seconds=30.0, elicitation_callback=on_elicit
+        ) as session:
+            init = await session.initialize()
+            assert init.server_info.name == "airlock", init
+            assert init.capabilities.tools.list_changed is True, init.capabilities
+
+            listed = await session.list_tools()
+            names = [t.name for t in listed.tools]
+            assert len(set(names)) == len(names), names
+            assert {"read", "write", "edit", "sleep", "grep"} <= set(names), names
+            again = await session.list_tools()
+            assert [t.name for t in again.tools] == names, "a stable order"
+            read = next(t for t in listed.tools if t.name == "read")
+            assert read.annotations.read_only_hint is True, read.annotations
+            assert read.annotations.destructive_hint is False, read.annotations
+            assert read.input_schema["type"] == "object", read.input_schema
+            assert read.meta["anthropic/alwaysLoad"] is True, read.meta
+            write_tool = next(t for t in listed.tools if t.name == "write")
+            assert write_tool.annotations.read_only_hint is False, write_tool.annotations
+
+            ok = await session.call_tool("read", {"file_path": f"{workspace}/a.txt"})
+            assert not ok.is_error and "hello mcp" in ok.content[0].text, ok
+
+            bad = await session.call_tool("sleep", {"ms": -1})
+            assert bad.is_error and "minimum" in bad.content[0].text, bad
+
+            missing = await session.call_tool("read", {"file_path": f"{workspace}/nope.txt"})
+            assert missing.is_error and "does not exist" in missing.content[0].text, missing
+
+            slept = await session.call_tool("sleep", {"ms": 350}, progress_callback=on_progress)
+            assert not slept.is_error, slept
+            assert progress, "progress notifications arrive"
+            values = [p[0] for p in progress]
+            assert values == sorted(values), values
+
+            # Cancel a long call. The exclusive `write` after it starts only
+            # once nothing runs, so its finishing fast proves the long call
+            # was stopped.
+            with anyio.move_on_after(0.3):
+                await session.call_tool("sleep", {"ms": 60000})
+            answers.append(types.ElicitResult(action="accept", content={"allow": True}))
+            with anyio.fail_after(10):
+                wrote = await session.call_tool(
+                    "write", {"file_path": f"{workspace}/b.txt", "content": "written"}
+                )
+            assert not wrote.is_error, wrote
+            assert len(asked) == 1 and "write" in asked[0], asked
+            with open(f"{workspace}/b.txt") as f:
+                assert f.read() == "written"
+
+            answers.append(types.ElicitResult(action="decline"))
+            declined = await session.call_tool(
+                "write", {"file_path": f"{workspace}/c.txt", "content": "no"}
+            )
+            assert declined.is_error and "declined" in declined.content[0].text, declined
+            assert len(asked) == 2, asked
+
+            try:
+                await session.call_tool("nope", {})
+                raise AssertionError("an unknown tool is a protocol error")
+            except MCPError as e:
+                assert "nope" in str(e), e
+
+    async with connect() as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=30.0) as session:
+            await session.initialize()
+            refused = await session.call_tool(
+                "write", {"file_path": f"{workspace}/d.txt", "content": "no"}
+            )
+            assert refused.is_error, refused
+            assert "permissions.allow" in refused.content[0].text, refused
+
+    return {"tools": len(names), "progress": len(progress), "questions": len(asked)}
+
+
+async def added_tool_is_announced(connect, tool_dir: str, spare: str, name: str) -> None:
+    """The server watches `tool_dir`, which holds the `read` tool only: a
+    component copied in is announced with list_changed, then listed and
+    callable."""
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with connect() as (read, write):
+        async with ClientSession(
+            read, write, read_timeout_seconds=30.0, message_handler=on_message
+        ) as session:
+            await session.initialize()
+            before = [t.name for t in (await session.list_tools()).tools]
+            assert before == ["read"], before
+            shutil.copy(spare, f"{tool_dir}/{name}")
+            with anyio.fail_after(20):
+                await changed.wait()
+            after = [t.name for t in (await session.list_tools()).tools]
+            assert sorted(after) == ["read", "sleep"], after
+            r = await session.call_tool("sleep", {"ms": 1})
+            assert not r.is_error, r

@@ -1,0 +1,29 @@
+"""Drives `airlock mcp` over stdio with the official Python `mcp` SDK (the
+checks are in common.py).
+
+Usage: python3 tests/mcp/stdio_client.py AIRLOCK WORKSPACE TOOL_DIR SPARE_TOOL
+  WORKSPACE holds a.txt ("hello mcp"); TOOL_DIR holds only the `read`
+  component; SPARE_TOOL is the `sleep` component, copied into TOOL_DIR
+  while a server watches it.
+"""
+
+import sys
+
+import anyio
+from common import added_tool_is_announced, exercise
+from mcp import StdioServerParameters, stdio_client
+
+
+async def main(binary: str, workspace: str, tool_dir: str, spare: str) -> None:
+    def connect(*args):
+        return lambda: stdio_client(StdioServerParameters(command=binary, args=list(args)))
+
+    seen = await exercise(connect("--workspace", workspace, "mcp"), workspace)
+    await added_tool_is_announced(
+        connect("--no-bundled", "--tools", tool_dir, "mcp"), tool_dir, spare, "added.wasm"
+    )
+    print("ok (stdio):", seen)
+
+
+if __name__ == "__main__":
+    anyio.run(main, *sys.argv[1:5])
