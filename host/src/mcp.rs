@@ -355,6 +355,24 @@ impl PermissionPrompter for McpPrompter {
     }
 }
 
+/// The page of a list of `len` tools that `cursor` asks for: its start,
+/// its end and the next page's cursor. A cursor is the index of the page's
+/// first tool (the registry's order is stable); any other is an error.
+fn page(len: usize, cursor: Option<&str>) -> Result<(usize, usize, Option<String>), ErrorData> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|&i| i <= len)
+            .ok_or_else(|| {
+                ErrorData::invalid_params("the cursor is not one this server gave", None)
+            })?,
+    };
+    let end = start.saturating_add(PAGE).min(len);
+    Ok((start, end, (end < len).then(|| end.to_string())))
+}
+
 /// A descriptor as an MCP tool: the prompt is the description the model
 /// reads; the flags become annotations (hints only: Airlock enforces
 /// them). Tool search is the client's (Claude Code defers MCP tools): a
@@ -388,9 +406,10 @@ fn mcp_tool(d: &Descriptor) -> Tool {
     tool
 }
 
-/// A result as MCP content: `isError` for every failure of the call.
+/// A result as MCP content: `isError` for every failure of the call; the
+/// structured output also as text; the hooks' additional context after it.
 fn mcp_result(result: ToolResult) -> CallToolResult {
-    match result.outcome {
+    let mut r = match result.outcome {
         Ok(output) => {
             let mut content: Vec<McpContent> = output
                 .content
@@ -418,7 +437,10 @@ fn mcp_result(result: ToolResult) -> CallToolResult {
             r
         }
         Err(error) => CallToolResult::error(vec![McpContent::text(error.message)]),
-    }
+    };
+    r.content
+        .extend(result.additional_context.into_iter().map(McpContent::text));
+    r
 }
 
 impl ServerHandler for McpServer {
@@ -470,23 +492,14 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = self.tools();
         let entries = tools.entries();
-        let start = match request.and_then(|r| r.cursor) {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<usize>()
-                .ok()
-                .filter(|&i| i <= entries.len())
-                .ok_or_else(|| {
-                    ErrorData::invalid_params("the cursor is not one this server gave", None)
-                })?,
-        };
-        let end = (start + PAGE).min(entries.len());
-        let page = entries[start..end]
+        let cursor = request.and_then(|r| r.cursor);
+        let (start, end, next) = page(entries.len(), cursor.as_deref())?;
+        let listed = entries[start..end]
             .iter()
             .map(|e| mcp_tool(e.descriptor()))
             .collect();
-        let mut result = ListToolsResult::with_all_items(page);
-        result.next_cursor = (end < entries.len()).then(|| end.to_string());
+        let mut result = ListToolsResult::with_all_items(listed);
+        result.next_cursor = next;
         Ok(result)
     }
 
@@ -531,5 +544,73 @@ impl ServerHandler for McpServer {
                 Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "cancelled by the client", None))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_follow_their_cursors_to_the_end() {
+        assert_eq!(page(250, None).unwrap(), (0, 100, Some("100".into())));
+        assert_eq!(
+            page(250, Some("100")).unwrap(),
+            (100, 200, Some("200".into()))
+        );
+        assert_eq!(page(250, Some("200")).unwrap(), (200, 250, None));
+        assert_eq!(page(100, None).unwrap(), (0, 100, None));
+        assert_eq!(page(0, None).unwrap(), (0, 0, None));
+        for bad in ["251", "-1", "x", ""] {
+            let e = page(250, Some(bad)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{bad}");
+        }
+    }
+
+    #[test]
+    fn flags_become_hints_and_deferral_is_kept() {
+        let mut d = Descriptor::new("probe", "Probes.");
+        d.flags = SafetyFlags::READ_ONLY | SafetyFlags::IDEMPOTENT;
+        let tool = mcp_tool(&d);
+        let hints = tool.annotations.clone().unwrap();
+        assert_eq!(hints.read_only_hint, Some(true));
+        assert_eq!(hints.destructive_hint, Some(false));
+        assert_eq!(hints.idempotent_hint, Some(true));
+        assert_eq!(hints.open_world_hint, Some(false));
+        let meta = tool.meta.clone().unwrap().0;
+        assert_eq!(meta["anthropic/alwaysLoad"], true);
+        d.defer_loading = true;
+        d.flags = SafetyFlags::DESTRUCTIVE | SafetyFlags::REQUIRES_USER_INTERACTION;
+        let tool = mcp_tool(&d);
+        let meta = tool.meta.unwrap().0;
+        assert!(!meta.contains_key("anthropic/alwaysLoad"));
+        assert_eq!(meta["anthropic/requiresUserInteraction"], true);
+        assert_eq!(tool.annotations.unwrap().destructive_hint, Some(true));
+    }
+
+    #[test]
+    fn structured_output_is_also_sent_as_text_and_failures_are_is_error() {
+        let output = crate::tool::ToolOutput {
+            structured: Some(serde_json::json!({"n": 1})),
+            ..crate::tool::ToolOutput::text("one")
+        };
+        let mut result = ToolResult::failed("id", "t", crate::CallError::cancelled("unused"));
+        result.outcome = Ok(output);
+        result.additional_context = vec!["from a hook".into()];
+        let ok = mcp_result(result);
+        assert_eq!(ok.is_error, Some(false));
+        assert_eq!(ok.structured_content, Some(serde_json::json!({"n": 1})));
+        let texts: Vec<String> = ok
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        assert_eq!(texts, ["one", r#"{"n":1}"#, "from a hook"]);
+        let failed = mcp_result(ToolResult::failed(
+            "id",
+            "t",
+            crate::CallError::cancelled("stopped"),
+        ));
+        assert_eq!(failed.is_error, Some(true));
     }
 }

@@ -115,6 +115,10 @@ fn the_stdio_server_exits_when_stdin_closes_even_with_a_call_running() {
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert!(line.contains(r#""id":1"#), "{line}");
+    assert!(
+        line.contains(r#""protocolVersion":"2025-06-18""#),
+        "the client's version is echoed: {line}"
+    );
     writeln!(
         stdin,
         r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}

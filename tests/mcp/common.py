@@ -7,7 +7,7 @@ import shutil
 
 import anyio
 import mcp.types as types
-from mcp import ClientSession, MCPError
+from mcp import Client, ClientSession, MCPError
 
 
 async def exercise(connect, workspace: str) -> dict:
@@ -127,3 +127,16 @@ async def added_tool_is_announced(connect, tool_dir: str, spare: str, name: str)
             assert sorted(after) == ["read", "sleep"], after
             r = await session.call_tool("sleep", {"ms": 1})
             assert not r.is_error, r
+
+
+async def a_modern_client_falls_back(server, workspace: str) -> str:
+    """A client that first asks for 2026-07-28 (`server/discover`) is told
+    the versions this server speaks and falls back to the handshake; returns
+    the version it settled on."""
+    async with Client(server, mode="auto", read_timeout_seconds=30.0) as client:
+        assert client.protocol_version == "2025-11-25", client.protocol_version
+        listed = await client.list_tools()
+        assert any(t.name == "read" for t in listed.tools), listed
+        r = await client.call_tool("read", {"file_path": f"{workspace}/a.txt"})
+        assert not r.is_error and "hello mcp" in r.content[0].text, r
+        return client.protocol_version

@@ -10,7 +10,7 @@ Usage: python3 tests/mcp/stdio_client.py AIRLOCK WORKSPACE TOOL_DIR SPARE_TOOL
 import sys
 
 import anyio
-from common import added_tool_is_announced, exercise
+from common import a_modern_client_falls_back, added_tool_is_announced, exercise
 from mcp import StdioServerParameters, stdio_client
 
 
@@ -19,6 +19,9 @@ async def main(binary: str, workspace: str, tool_dir: str, spare: str) -> None:
         return lambda: stdio_client(StdioServerParameters(command=binary, args=list(args)))
 
     seen = await exercise(connect("--workspace", workspace, "mcp"), workspace)
+    seen["modern client"] = await a_modern_client_falls_back(
+        StdioServerParameters(command=binary, args=["--workspace", workspace, "mcp"]), workspace
+    )
     await added_tool_is_announced(
         connect("--no-bundled", "--tools", tool_dir, "mcp"), tool_dir, spare, "added.wasm"
     )

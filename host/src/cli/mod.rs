@@ -122,8 +122,8 @@ enum Command {
     /// Serves the tools over the Model Context Protocol: on stdin/stdout (until stdin closes), or over Streamable HTTP with --http.
     #[cfg(feature = "mcp")]
     Mcp {
-        /// Serve Streamable HTTP on ADDR (for example 127.0.0.1:8123; port 0 picks one) instead of stdio.
-        #[arg(long, value_name = "ADDR")]
+        /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio. ADDR is a port (on 127.0.0.1) or IP:PORT; port 0 picks one.
+        #[arg(long, value_name = "ADDR", value_parser = http_addr)]
         http: Option<std::net::SocketAddr>,
     },
 }
@@ -223,6 +223,12 @@ async fn run(cli: Cli) -> ExitCode {
                 None => host.serve_stdio().await,
                 Some(addr) => match tokio::net::TcpListener::bind(addr).await {
                     Ok(listener) => {
+                        if !addr.ip().is_loopback() {
+                            eprintln!(
+                                "airlock: warning: {addr} is not a loopback address: anyone \
+                                 who can reach it can call the tools"
+                            );
+                        }
                         if let Ok(bound) = listener.local_addr() {
                             eprintln!("airlock: serving MCP on http://{bound}/mcp");
                         }
@@ -241,6 +247,17 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Demo => unreachable!("handled above"),
     }
+}
+
+/// `--http`: a port alone means loopback.
+#[cfg(feature = "mcp")]
+fn http_addr(value: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = value.parse::<u16>() {
+        return Ok((std::net::Ipv4Addr::LOCALHOST, port).into());
+    }
+    value
+        .parse()
+        .map_err(|_| format!("{value:?} is neither a port nor IP:PORT"))
 }
 
 /// The configuration: the file, then the flags on top.
@@ -379,5 +396,19 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCod
         ExitCode::from(EXIT_CALL_FAILED)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(all(test, feature = "mcp"))]
+mod tests {
+    use super::http_addr;
+
+    #[test]
+    fn a_port_alone_serves_on_loopback() {
+        assert_eq!(http_addr("8123").unwrap().to_string(), "127.0.0.1:8123");
+        assert_eq!(http_addr("0.0.0.0:80").unwrap().to_string(), "0.0.0.0:80");
+        assert_eq!(http_addr("[::1]:9").unwrap().to_string(), "[::1]:9");
+        assert!(http_addr("localhost:80").unwrap_err().contains("IP:PORT"));
+        assert!(http_addr("70000").is_err());
     }
 }
