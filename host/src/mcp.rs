@@ -41,8 +41,8 @@ use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult,
     ContentBlock as McpContent, ElicitRequestParams, ElicitationAction, ElicitationSchema,
     ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, Resource, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
@@ -424,8 +424,16 @@ fn mcp_result(result: ToolResult) -> CallToolResult {
                             mime_type.clone(),
                         )
                     }
-                    ContentBlock::ResourceLink { uri, name, .. } => {
-                        McpContent::text(format!("{name}: {uri}"))
+                    ContentBlock::ResourceLink {
+                        uri,
+                        name,
+                        description,
+                        mime_type,
+                    } => {
+                        let mut link = Resource::new(uri.clone(), name.clone());
+                        link.description = description.clone();
+                        link.mime_type = mime_type.clone();
+                        McpContent::resource_link(link)
                     }
                 })
                 .collect();
@@ -594,6 +602,13 @@ mod tests {
             structured: Some(serde_json::json!({"n": 1})),
             ..crate::tool::ToolOutput::text("one")
         };
+        let mut output = output;
+        output.content.push(ContentBlock::ResourceLink {
+            uri: "file:///w/a.rs".into(),
+            name: "a.rs".into(),
+            description: None,
+            mime_type: Some("text/x-rust".into()),
+        });
         let mut result = ToolResult::failed("id", "t", crate::CallError::cancelled("unused"));
         result.outcome = Ok(output);
         result.additional_context = vec!["from a hook".into()];
@@ -606,6 +621,10 @@ mod tests {
             .filter_map(|c| c.as_text().map(|t| t.text.clone()))
             .collect();
         assert_eq!(texts, ["one", r#"{"n":1}"#, "from a hook"]);
+        let link = serde_json::to_value(&ok.content[1]).unwrap();
+        assert_eq!(link["type"], "resource_link");
+        assert_eq!(link["uri"], "file:///w/a.rs");
+        assert_eq!(link["mimeType"], "text/x-rust");
         let failed = mcp_result(ToolResult::failed(
             "id",
             "t",
