@@ -457,7 +457,7 @@ impl Descriptor {
 
 /// Problems with an input schema's root: it must be an object schema
 /// without root-level combinators (the Claude API rejects them).
-fn schema_root_problems(what: &str, schema: &Value) -> Vec<String> {
+pub(crate) fn schema_root_problems(what: &str, schema: &Value) -> Vec<String> {
     let Some(obj) = schema.as_object() else {
         return vec![format!("the {what} is not a JSON object")];
     };

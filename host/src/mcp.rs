@@ -29,7 +29,7 @@
 
 use crate::Airlock;
 use crate::context::ToolContext;
-use crate::descriptor::{Descriptor, SafetyFlags};
+use crate::descriptor::Descriptor;
 use crate::executor::{Executor, ExecutorEvent, ExecutorHandle};
 use crate::pipeline::permissions::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use crate::pipeline::{ToolResult, ToolUse};
@@ -40,9 +40,8 @@ use async_trait::async_trait;
 use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult,
     ContentBlock as McpContent, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, Resource, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, Resource, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
@@ -373,37 +372,11 @@ fn page(len: usize, cursor: Option<&str>) -> Result<(usize, usize, Option<String
     Ok((start, end, (end < len).then(|| end.to_string())))
 }
 
-/// A descriptor as an MCP tool: the prompt is the description the model
-/// reads; the flags become annotations (hints only: Airlock enforces
-/// them). Tool search is the client's (Claude Code defers MCP tools): a
-/// tool that is not deferred says so with `anthropic/alwaysLoad`.
-fn mcp_tool(d: &Descriptor) -> Tool {
-    let schema: JsonObject = d.input_schema.as_object().cloned().unwrap_or_default();
-    let mut tool = Tool::new(d.name.clone(), d.prompt.clone(), Arc::new(schema))
-        .with_title(d.title.clone())
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(d.flags.contains(SafetyFlags::READ_ONLY))
-                .destructive(d.flags.contains(SafetyFlags::DESTRUCTIVE))
-                .idempotent(d.flags.contains(SafetyFlags::IDEMPOTENT))
-                .open_world(d.flags.contains(SafetyFlags::OPEN_WORLD)),
-        );
-    if let Some(out) = d.output_schema.as_ref().and_then(|s| s.as_object()) {
-        tool = tool.with_raw_output_schema(Arc::new(out.clone()));
-    }
-    let mut meta = JsonObject::new();
-    meta.insert(
-        "anthropic/maxResultSizeChars".into(),
-        d.max_result_size.into(),
-    );
-    if !d.defer_loading {
-        meta.insert("anthropic/alwaysLoad".into(), true.into());
-    }
-    if d.flags.contains(SafetyFlags::REQUIRES_USER_INTERACTION) {
-        meta.insert("anthropic/requiresUserInteraction".into(), true.into());
-    }
-    tool.meta = Some(MetaObject(meta));
-    tool
+/// A descriptor as an MCP tool, in the shape `adapters::mcp` defines.
+fn mcp_tool(d: &Descriptor) -> Result<Tool, ErrorData> {
+    serde_json::from_value(crate::adapters::mcp::tool_definition(d)).map_err(|e| {
+        ErrorData::internal_error(format!("the tool {} cannot be listed: {e}", d.name), None)
+    })
 }
 
 /// A result as MCP content: `isError` for every failure of the call; the
@@ -505,7 +478,7 @@ impl ServerHandler for McpServer {
         let listed = entries[start..end]
             .iter()
             .map(|e| mcp_tool(e.descriptor()))
-            .collect();
+            .collect::<Result<_, _>>()?;
         let mut result = ListToolsResult::with_all_items(listed);
         result.next_cursor = next;
         Ok(result)
@@ -558,6 +531,7 @@ impl ServerHandler for McpServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::descriptor::SafetyFlags;
 
     #[test]
     fn pages_follow_their_cursors_to_the_end() {
@@ -579,7 +553,7 @@ mod tests {
     fn flags_become_hints_and_deferral_is_kept() {
         let mut d = Descriptor::new("probe", "Probes.");
         d.flags = SafetyFlags::READ_ONLY | SafetyFlags::IDEMPOTENT;
-        let tool = mcp_tool(&d);
+        let tool = mcp_tool(&d).unwrap();
         let hints = tool.annotations.clone().unwrap();
         assert_eq!(hints.read_only_hint, Some(true));
         assert_eq!(hints.destructive_hint, Some(false));
@@ -589,7 +563,7 @@ mod tests {
         assert_eq!(meta["anthropic/alwaysLoad"], true);
         d.defer_loading = true;
         d.flags = SafetyFlags::DESTRUCTIVE | SafetyFlags::REQUIRES_USER_INTERACTION;
-        let tool = mcp_tool(&d);
+        let tool = mcp_tool(&d).unwrap();
         let meta = tool.meta.unwrap().0;
         assert!(!meta.contains_key("anthropic/alwaysLoad"));
         assert_eq!(meta["anthropic/requiresUserInteraction"], true);

@@ -142,14 +142,7 @@ impl ToolOutput {
     pub fn text_content(&self) -> String {
         self.content
             .iter()
-            .map(|b| match b {
-                ContentBlock::Text(t) => t.clone(),
-                ContentBlock::Json(v) => v.to_string(),
-                ContentBlock::Image { mime_type, data } => {
-                    format!("[image: {mime_type}, {} bytes]", data.len())
-                }
-                ContentBlock::ResourceLink { uri, name, .. } => format!("[{name}]({uri})"),
-            })
+            .map(ContentBlock::to_text)
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -183,6 +176,21 @@ pub enum ContentBlock {
         /// The media type.
         mime_type: Option<String>,
     },
+}
+
+impl ContentBlock {
+    /// The block as text: JSON serialised, images and links as one-line
+    /// placeholders.
+    pub fn to_text(&self) -> String {
+        match self {
+            ContentBlock::Text(t) => t.clone(),
+            ContentBlock::Json(v) => v.to_string(),
+            ContentBlock::Image { mime_type, data } => {
+                format!("[image: {mime_type}, {} bytes]", data.len())
+            }
+            ContentBlock::ResourceLink { uri, name, .. } => format!("[{name}]({uri})"),
+        }
+    }
 }
 
 impl Serialize for ContentBlock {

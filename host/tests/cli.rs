@@ -56,6 +56,39 @@ fn list_shows_the_bundled_tools_and_why_fetch_is_unavailable() {
 }
 
 #[test]
+fn list_prints_each_apis_tool_definitions_and_what_they_lack() {
+    let home = tempfile::tempdir().unwrap();
+    let defs = |format: &str| {
+        let out = airlock(home.path(), &["list", "--format", format]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let defs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let read = defs
+            .iter()
+            .find(|d| d["name"] == "read" || d["function"]["name"] == "read")
+            .cloned()
+            .unwrap_or_else(|| panic!("no read in {defs:?}"));
+        (read, text(&out.stderr))
+    };
+    let (read, problems) = defs("anthropic");
+    assert_eq!(read["input_schema"]["type"], "object", "{read}");
+    assert!(problems.is_empty(), "{problems}");
+    let (read, problems) = defs("mcp");
+    assert_eq!(read["annotations"]["readOnlyHint"], true, "{read}");
+    assert!(problems.is_empty(), "{problems}");
+    let (read, problems) = defs("openai");
+    assert_eq!(read["type"], "function");
+    assert_eq!(read["strict"], false, "read has optional fields: {read}");
+    assert!(
+        problems.contains("airlock: read: not strict: /: not required"),
+        "{problems}"
+    );
+    let (read, _) = defs("openai-chat");
+    assert_eq!(read["function"]["parameters"]["type"], "object", "{read}");
+    let out = airlock(home.path(), &["list", "--format", "gemini"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
 fn describe_prints_the_prompt_schema_and_grants() {
     let home = tempfile::tempdir().unwrap();
     let out = airlock(home.path(), &["describe", "read"]);

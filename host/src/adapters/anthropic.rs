@@ -1,32 +1,19 @@
-//! The Anthropic Messages API's streaming events, assembled into tool uses.
+//! The Anthropic Messages API: tool definitions (`tools[]`), tool uses from
+//! a streamed or a whole assistant message, and `tool_result` blocks.
 //!
-//! A tool-use block arrives as `content_block_start` (with the block's id
-//! and name), `input_json_delta` fragments (`partial_json`), and
+//! A streamed tool-use block arrives as `content_block_start` (with the
+//! block's id and name), `input_json_delta` fragments (`partial_json`), and
 //! `content_block_stop`. The input is parsed only at the stop; a block
 //! whose JSON does not parse becomes an invalid use, to be answered with an
 //! error (`is_error`), never dropped. Other events are ignored.
 
-use crate::pipeline::ToolUse;
-use serde_json::{Map, Value};
+pub use super::Assembled;
+use super::{items_of_type, name_problem, result_blocks, text_at};
+use crate::descriptor::{Descriptor, schema_root_problems};
+use crate::pipeline::ToolResult;
+use crate::tool::ContentBlock;
+use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-
-/// What a finished block turned into.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Assembled {
-    /// A tool use, ready for the executor.
-    ToolUse(ToolUse),
-    /// A tool-use block whose input is not a JSON object.
-    Invalid {
-        /// The block's id.
-        id: String,
-        /// The tool's name.
-        name: String,
-        /// The raw input text.
-        raw: String,
-        /// Why it did not parse.
-        error: String,
-    },
-}
 
 #[derive(Debug)]
 struct Partial {
@@ -101,46 +88,80 @@ impl StreamAssembler {
 }
 
 fn finish(partial: Partial) -> Assembled {
-    let parsed = if partial.json.trim().is_empty() {
-        Ok(partial
+    if partial.json.trim().is_empty() {
+        let input = partial
             .start_input
-            .unwrap_or_else(|| Value::Object(Map::new())))
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        Assembled::from_value(partial.id, partial.name, input)
     } else {
-        serde_json::from_str::<Value>(&partial.json).map_err(|e| e.to_string())
-    };
-    match parsed {
-        Ok(input @ Value::Object(_)) => {
-            Assembled::ToolUse(ToolUse::new(partial.id, partial.name, input))
-        }
-        Ok(other) => Assembled::Invalid {
-            id: partial.id,
-            name: partial.name,
-            raw: partial.json,
-            error: format!("the input is {}, not a JSON object", kind(&other)),
-        },
-        Err(error) => Assembled::Invalid {
-            id: partial.id,
-            name: partial.name,
-            raw: partial.json,
-            error,
-        },
+        Assembled::from_json_text(partial.id, partial.name, partial.json)
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// A tool's entry for the request's `tools` array: its prompt as the
+/// description, and `defer_loading` when tool search should find it.
+pub fn tool_definition(d: &Descriptor) -> Value {
+    let mut def = json!({
+        "name": d.name,
+        "description": d.prompt,
+        "input_schema": d.input_schema,
+    });
+    if d.defer_loading {
+        def["defer_loading"] = Value::Bool(true);
     }
+    def
+}
+
+/// What the Messages API would refuse in `d`'s definition: a name outside
+/// `^[a-zA-Z0-9_-]{1,64}$` (no dots), an input schema whose root is not an
+/// object or uses a combinator.
+pub fn lint(d: &Descriptor) -> Vec<String> {
+    let mut problems: Vec<String> = name_problem(&d.name).into_iter().collect();
+    problems.extend(schema_root_problems("input schema", &d.input_schema));
+    problems
+}
+
+/// The tool uses in an assistant message (`{"role": "assistant",
+/// "content": [...]}`, or its `content` array), in order.
+pub fn tool_uses(message: &Value) -> Vec<Assembled> {
+    items_of_type(message, "content", "tool_use")
+        .map(|b| {
+            let input = b.get("input").cloned().unwrap_or(Value::Null);
+            Assembled::from_value(text_at(b, "/id"), text_at(b, "/name"), input)
+        })
+        .collect()
+}
+
+/// A result as a `tool_result` block for the next user message: text,
+/// JSON as text, images as base64 sources, links as text; `is_error` for a
+/// failure; the hooks' additional context as text after the output.
+pub fn tool_result(result: &ToolResult) -> Value {
+    let content: Vec<Value> = result_blocks(result)
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Image { mime_type, data } => {
+                use base64::Engine as _;
+                json!({"type": "image", "source": {
+                    "type": "base64",
+                    "media_type": mime_type,
+                    "data": base64::engine::general_purpose::STANDARD.encode(data),
+                }})
+            }
+            other => json!({"type": "text", "text": other.to_text()}),
+        })
+        .collect();
+    json!({
+        "type": "tool_result",
+        "tool_use_id": result.id,
+        "content": content,
+        "is_error": result.is_error(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::ToolUse;
     use serde_json::json;
 
     /// The event sequence of the Messages API streaming docs.
@@ -185,6 +206,74 @@ mod tests {
         assert_eq!(
             out[2],
             Assembled::ToolUse(ToolUse::new("toolu_03", "ls", json!({})))
+        );
+    }
+
+    #[test]
+    fn definitions_lints_messages_and_results_have_the_reference_shapes() {
+        let mut d = Descriptor::new("get_weather", "Get the current weather in a given location");
+        d.input_schema = json!({"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]});
+        assert_eq!(
+            tool_definition(&d),
+            json!({"name":"get_weather","description":"Get the current weather in a given location",
+                "input_schema": d.input_schema})
+        );
+        assert!(lint(&d).is_empty());
+        d.defer_loading = true;
+        assert_eq!(tool_definition(&d)["defer_loading"], true);
+        d.name = "mcp.get_weather".into();
+        d.input_schema = json!({"type":"object","anyOf":[{"required":["a"]},{"required":["b"]}]});
+        let problems = lint(&d);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("mcp.get_weather") && problems[1].contains("anyOf"));
+
+        let message = json!({"role":"assistant","stop_reason":"tool_use","content":[
+            {"type":"text","text":"I'll check the weather."},
+            {"type":"tool_use","id":"toolu_01A09q90qw90lq917835lq9","name":"get_weather","input":{"location":"San Francisco, CA","unit":"celsius"}},
+            {"type":"tool_use","id":"toolu_02","name":"ls","input":"nope"}]});
+        let uses = tool_uses(&message);
+        assert_eq!(
+            uses[0],
+            Assembled::ToolUse(ToolUse::new(
+                "toolu_01A09q90qw90lq917835lq9",
+                "get_weather",
+                json!({"location":"San Francisco, CA","unit":"celsius"})
+            ))
+        );
+        assert!(matches!(&uses[1], Assembled::Invalid { id, .. } if id == "toolu_02"));
+        assert_eq!(tool_uses(&message["content"]), uses);
+
+        let mut ok = ToolResult::failed(
+            "toolu_01A09q90qw90lq917835lq9",
+            "get_weather",
+            crate::CallError::cancelled("x"),
+        );
+        ok.outcome = Ok(crate::ToolOutput {
+            content: vec![
+                ContentBlock::Text("15 degrees".into()),
+                ContentBlock::Image {
+                    mime_type: "image/png".into(),
+                    data: vec![1, 2, 3],
+                },
+            ],
+            ..crate::ToolOutput::default()
+        });
+        ok.additional_context = vec!["from a hook".into()];
+        assert_eq!(
+            tool_result(&ok),
+            json!({"type":"tool_result","tool_use_id":"toolu_01A09q90qw90lq917835lq9","content":[
+                {"type":"text","text":"15 degrees"},
+                {"type":"image","source":{"type":"base64","media_type":"image/png","data":"AQID"}},
+                {"type":"text","text":"from a hook"}],"is_error":false})
+        );
+        let failed = ToolResult::failed(
+            "toolu_02",
+            "ls",
+            crate::CallError::invalid_input("Rate limit exceeded."),
+        );
+        assert_eq!(
+            tool_result(&failed),
+            json!({"type":"tool_result","tool_use_id":"toolu_02","content":[{"type":"text","text":"Rate limit exceeded."}],"is_error":true})
         );
     }
 

@@ -86,6 +86,10 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Print the tool definitions an API takes (a JSON array), and on stderr what each
+        /// API would refuse or why a schema cannot be strict.
+        #[arg(long, value_enum, conflicts_with = "json")]
+        format: Option<render::Format>,
     },
     /// Shows one tool in full: prompt, schema, flags, grants.
     Describe {
@@ -192,7 +196,14 @@ async fn run(cli: Cli) -> ExitCode {
     };
     let airlock = airlock.with_prompter(prompter);
     match cli.command {
-        Command::List { json } => {
+        Command::List {
+            format: Some(format),
+            ..
+        } => {
+            render::definitions(&airlock, format);
+            ExitCode::SUCCESS
+        }
+        Command::List { json, .. } => {
             render::list(&airlock, json);
             ExitCode::SUCCESS
         }

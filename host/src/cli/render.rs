@@ -50,6 +50,49 @@ fn source(origin: &ToolOrigin) -> String {
 }
 
 /// Prints the tools, as a table or JSON, and the unavailable ones.
+/// An API whose tool definitions `airlock list --format` prints.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// The Anthropic Messages API (`tools[]`).
+    Anthropic,
+    /// The OpenAI Responses API.
+    Openai,
+    /// OpenAI Chat Completions.
+    OpenaiChat,
+    /// MCP `tools/list` entries.
+    Mcp,
+}
+
+/// Prints every tool's definition for `format` as a JSON array on stdout,
+/// and what the API would refuse (or why a schema is not strict) on stderr.
+pub(crate) fn definitions(airlock: &Airlock, format: Format) {
+    use crate::adapters::{anthropic, mcp, openai};
+    let mut defs = Vec::new();
+    for entry in airlock.registry().entries() {
+        let d = entry.descriptor();
+        let (def, problems) = match format {
+            Format::Anthropic => (anthropic::tool_definition(d), anthropic::lint(d)),
+            Format::Openai => (
+                openai::tool_definition(d, openai::Api::Responses),
+                openai::lint(d),
+            ),
+            Format::OpenaiChat => (
+                openai::tool_definition(d, openai::Api::ChatCompletions),
+                openai::lint(d),
+            ),
+            Format::Mcp => (mcp::tool_definition(d), mcp::lint(d)),
+        };
+        for problem in problems {
+            eprintln!("airlock: {}: {problem}", d.name);
+        }
+        defs.push(def);
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&defs).unwrap_or_default()
+    );
+}
+
 pub(crate) fn list(airlock: &Airlock, as_json: bool) {
     let entries = airlock.registry().entries();
     let failures = airlock.registry().failures();

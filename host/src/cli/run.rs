@@ -13,8 +13,7 @@
 //! `--timeline FILE` writes `{"tool_use_id", "event", "t_ms"}` lines
 //! (queued, started, finished).
 
-use crate::adapters::anthropic::{Assembled, StreamAssembler};
-use crate::error::CallError;
+use crate::adapters::anthropic::StreamAssembler;
 use crate::executor::{ExecutorEvent, ExecutorHandle};
 use crate::pipeline::ToolUse;
 use serde_json::{Value, json};
@@ -157,20 +156,8 @@ async fn feed(
             tokio::time::sleep_until(due.into()).await;
         }
         if value.get("type").and_then(Value::as_str).is_some() {
-            match assembler.push(&value) {
-                Some(Assembled::ToolUse(tool_use)) => executor.add(tool_use),
-                Some(Assembled::Invalid {
-                    id,
-                    name,
-                    raw,
-                    error,
-                }) => executor.add_failed(
-                    ToolUse::new(id, name, Value::Null),
-                    CallError::invalid_input(format!(
-                        "The tool input is not valid JSON ({error}). INVALID_JSON: {raw}"
-                    )),
-                ),
-                None => {}
+            if let Some(assembled) = assembler.push(&value) {
+                assembled.feed(executor);
             }
         } else if let (Some(name), Some(input)) = (
             value.get("name").and_then(Value::as_str),
