@@ -85,10 +85,11 @@ impl Airlock {
     async fn assemble(
         engine: Engine,
         grants: Arc<Grants>,
-        registry: Registry,
+        mut registry: Registry,
         prompter: Arc<dyn PermissionPrompter>,
     ) -> anyhow::Result<Airlock> {
         let config = grants.config();
+        registry.offer_tool_search(config.tool_search, &grants);
         let rules = PermissionRules::from_config(&config.permissions)
             .map_err(|e| anyhow::anyhow!("permissions: {e}"))?;
         let hooks = Hooks::load(&config.hooks, &engine).await?;
@@ -122,12 +123,14 @@ impl Airlock {
     }
 
     /// The same tools under `config`'s grants and policy, without
-    /// recompiling them. When `config` names other tool sources or other
-    /// limits, the tools are loaded afresh instead.
+    /// recompiling them. When `config` names other tool sources (bundled
+    /// tools, tool directories, MCP servers) or other limits, the tools are
+    /// loaded afresh instead.
     pub async fn with_config(&self, config: Config) -> anyhow::Result<Airlock> {
         let old = self.grants.config();
         let same_sources = config.bundled_tools == old.bundled_tools
-            && config.effective_tool_dirs() == old.effective_tool_dirs();
+            && config.effective_tool_dirs() == old.effective_tool_dirs()
+            && config.mcp_servers == old.mcp_servers;
         if !same_sources || &config.limits != self.engine.limits() {
             return self.loaded_under(config).await;
         }

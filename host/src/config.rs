@@ -66,6 +66,67 @@ pub struct Config {
     /// must belong to the user and be writable only by them.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// When the built-in `tool_search` is offered: `auto` (the default:
+    /// when some tool is deferred), `on`, or `off` (deferred tools are then
+    /// listed in full).
+    #[serde(default)]
+    pub tool_search: ToolSearchMode,
+    /// Claude Code settings files (`.claude/settings.json`) whose
+    /// permission rules, mode and hooks are merged in, in order (see
+    /// [`crate::settings`]). They are read when the configuration is parsed;
+    /// [`crate::settings::merge`] adds one to a configuration built in code.
+    #[serde(default)]
+    pub settings: Vec<PathBuf>,
+    /// External MCP servers (stdio) whose tools are mounted as
+    /// `mcp__NAME__TOOL` (see [`McpServerConfig`]). They run outside the
+    /// sandbox, so their calls ask in the default mode.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// An external MCP server, started as a child process speaking MCP on its
+/// stdin and stdout (`[mcp_servers.NAME]`; the keys of a `.mcp.json`
+/// entry). It is not sandboxed: it runs with the user's rights, so only
+/// configure servers you trust, and its calls are asked about in the
+/// default mode.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The program (found on `PATH` when not a path).
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Its environment: only `PATH`, `HOME` and these are passed (the
+    /// host's own environment is not).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory (default: the workspace, else Airlock's).
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Switches the server off (a runtime gate) when `false`.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Lists its tools by name only, until `tool_search` finds them
+    /// (a tool's `_meta["anthropic/alwaysLoad"]` keeps it listed).
+    #[serde(default)]
+    pub defer_loading: bool,
+    /// How long starting it and listing its tools may take (default 30 s).
+    #[serde(default)]
+    pub startup_timeout_ms: Option<u64>,
+}
+
+/// When the built-in `tool_search` tool is offered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSearchMode {
+    /// When at least one tool in the registry is deferred.
+    #[default]
+    Auto,
+    /// Always.
+    On,
+    /// Never: deferred tools are listed in full.
+    Off,
 }
 
 fn yes() -> bool {
@@ -90,6 +151,9 @@ impl Default for Config {
             hooks: HooksConfig::default(),
             artifact_cache: true,
             cache_dir: None,
+            tool_search: ToolSearchMode::Auto,
+            settings: Vec::new(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
@@ -123,6 +187,10 @@ pub struct ToolConfig {
     /// Overrides `limits.write_mib` for this tool.
     #[serde(default)]
     pub write_mib: Option<u64>,
+    /// Overrides the tool's own `defer_loading`: a deferred tool is listed
+    /// by name only until `tool_search` finds it.
+    #[serde(default)]
+    pub defer_loading: Option<bool>,
 }
 
 /// A directory besides the workspace.
@@ -240,10 +308,16 @@ impl Config {
     /// Parses TOML; relative paths resolve against `base` (the file's
     /// directory), or the current directory when `None`.
     pub fn from_toml(text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
-        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError {
+        let error = |e: toml::de::Error| ConfigError {
             path: base.map_or("<config>".into(), |b| b.display().to_string()),
             message: e.to_string(),
-        })?;
+        };
+        let table: toml::Table = toml::from_str(text).map_err(error)?;
+        let own_mode = table
+            .get("permissions")
+            .and_then(|p| p.as_table())
+            .is_some_and(|p| p.contains_key("default_mode") || p.contains_key("defaultMode"));
+        let mut config: Config = table.try_into().map_err(error)?;
         let base = match base {
             Some(b) => b.to_path_buf(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
@@ -258,6 +332,11 @@ impl Config {
         for tool in config.tools.values_mut() {
             for mount in &mut tool.mounts {
                 fix(&mut mount.host);
+            }
+        }
+        for server in config.mcp_servers.values_mut() {
+            if let Some(cwd) = &mut server.cwd {
+                fix(cwd);
             }
         }
         if let Some(dir) = &mut config.results_dir {
@@ -277,6 +356,15 @@ impl Config {
                     fix(component);
                 }
             }
+        }
+        let mode = config.permissions.default_mode;
+        for path in std::mem::take(&mut config.settings) {
+            for note in crate::settings::merge(&mut config, &resolve_path(&path, &base))? {
+                tracing::info!("{note}");
+            }
+        }
+        if own_mode {
+            config.permissions.default_mode = mode;
         }
         Ok(config)
     }
@@ -333,6 +421,7 @@ impl Config {
             merged.timeout_ms = own.timeout_ms.or(merged.timeout_ms);
             merged.memory_mib = own.memory_mib.or(merged.memory_mib);
             merged.write_mib = own.write_mib.or(merged.write_mib);
+            merged.defer_loading = own.defer_loading.or(merged.defer_loading);
         }
         merged
     }

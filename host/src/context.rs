@@ -252,6 +252,7 @@ impl ToolContext {
     pub fn call_context(&self, tool: &str) -> CallContext {
         CallContext {
             cwd: self.cwd.clone(),
+            tools: self.tools.clone(),
             agent_id: self.agent_id.clone(),
             state: self
                 .state

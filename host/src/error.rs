@@ -207,6 +207,9 @@ pub enum LoadError {
     /// The grants in the configuration are unsafe or invalid.
     #[error("invalid grants: {0}")]
     Grants(String),
+    /// An external MCP server could not be started or listed.
+    #[error("the MCP server failed: {0}")]
+    McpServer(String),
 }
 
 #[cfg(test)]

@@ -147,6 +147,7 @@ impl Grants {
             timeout: Duration::from_millis(tc.timeout_ms.unwrap_or(limits.timeout_ms)),
             memory_bytes: tc.memory_mib.unwrap_or(limits.memory_mib) << 20,
             write_bytes: tc.write_mib.unwrap_or(limits.write_mib) << 20,
+            defer_loading: tc.defer_loading,
         })
     }
 }
@@ -170,6 +171,8 @@ pub struct ToolGrants {
     pub memory_bytes: u64,
     /// What one call may write to writable mounts, in bytes.
     pub write_bytes: u64,
+    /// The operator's override of the tool's `defer_loading`.
+    pub defer_loading: Option<bool>,
 }
 
 impl ToolGrants {
@@ -184,6 +187,7 @@ impl ToolGrants {
             timeout: Duration::from_millis(limits.timeout_ms),
             memory_bytes: limits.memory_mib << 20,
             write_bytes: limits.write_mib << 20,
+            defer_loading: None,
         }
     }
 

@@ -8,7 +8,8 @@
 //!
 //! A call takes one path through the modules, top to bottom:
 //!
-//! - [`config`]: `airlock.toml`; [`grants`]: what each tool and call gets;
+//! - [`config`]: `airlock.toml`, with Claude Code [`settings`] files merged
+//!   in; [`grants`]: what each tool and call gets;
 //! - [`engine`]: wasmtime, the linker allowlist, the [`WasmTool`] adapter;
 //! - [`registry`]: the tools by name, loaded and checked;
 //! - [`context`]: the agent's cwd, env, state, read-file cache, mode and
@@ -17,9 +18,12 @@
 //!   permission, the call, result processing, telemetry;
 //! - [`executor`]: many tool uses as a model streams them, scheduled by
 //!   their flags, results in order;
+//! - [`tool_search`]: the built-in tool that finds deferred tools;
 //! - [`adapters`]: model API formats in and out;
 //! - `mcp` (feature `mcp`): the tools served over the Model Context
-//!   Protocol, each session through its own executor.
+//!   Protocol, each session through its own executor;
+//! - `mcp_client` (feature `mcp-client`): external MCP servers' tools
+//!   mounted as `mcp__server__tool`.
 //!
 //! [`Airlock`] bundles them for an embedder; the `airlock` binary (feature
 //! `cli`) is a thin front end over it.
@@ -39,10 +43,14 @@ pub mod grants;
 pub mod json;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "mcp-client")]
+pub mod mcp_client;
 pub mod pipeline;
 pub mod registry;
 pub mod sanitize;
+pub mod settings;
 pub mod tool;
+pub mod tool_search;
 
 pub use airlock::Airlock;
 pub use config::{Config, Limits};

@@ -25,6 +25,9 @@
 //!   denies by default, saying how to allow the call);
 //! - when the tool directories change, later calls see the reloaded tools
 //!   and every session is sent `notifications/tools/list_changed`;
+//! - while `tool_search` is offered, deferred tools are listed only after
+//!   a search in the session found them (the session is then sent
+//!   `list_changed`); they can be called either way;
 //! - nothing but protocol messages is written to stdout.
 
 use crate::Airlock;
@@ -33,9 +36,10 @@ use crate::descriptor::Descriptor;
 use crate::executor::{Executor, ExecutorEvent, ExecutorHandle};
 use crate::pipeline::permissions::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use crate::pipeline::{ToolResult, ToolUse};
-use crate::registry::{Registry, SourceStamp};
+use crate::registry::{Entry, Registry, SourceStamp};
 use crate::sanitize::{self, Sink};
-use crate::tool::{ContentBlock, ProgressEvent};
+use crate::tool::{ContentBlock, ProgressEvent, ToolOrigin};
+use crate::tool_search;
 use async_trait::async_trait;
 use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult,
@@ -46,7 +50,7 @@ use rmcp::model::{
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
@@ -176,6 +180,9 @@ struct Session {
     executor: ExecutorHandle,
     routes: Arc<Mutex<HashMap<String, Route>>>,
     next_id: AtomicU64,
+    /// Deferred tools that `tool_search` found in this session: listed
+    /// from then on.
+    found: Mutex<HashSet<String>>,
 }
 
 /// Where a call's result and progress go.
@@ -213,6 +220,7 @@ impl McpServer {
                 executor: handle,
                 routes,
                 next_id: AtomicU64::new(1),
+                found: Mutex::default(),
             }),
         }
     }
@@ -233,6 +241,39 @@ impl Session {
         *self.tools.write().unwrap_or_else(|e| e.into_inner()) = airlock.context().tools().clone();
         self.executor.refresh(airlock);
     }
+
+    /// Records the deferred tools a `tool_search` result found; whether
+    /// any is new (the listing changed).
+    fn found_tools(&self, result: &ToolResult) -> bool {
+        let Ok(output) = &result.outcome else {
+            return false;
+        };
+        let mut found = lock(&self.found);
+        let mut new = false;
+        for block in &output.content {
+            if let ContentBlock::ToolReference { name, .. } = block {
+                new |= found.insert(name.clone());
+            }
+        }
+        new
+    }
+}
+
+/// What `tools/list` shows: every tool, except that while `tool_search` is
+/// offered, a deferred tool is left out until a search finds it (the
+/// search's prompt names it).
+fn listed<'r>(tools: &'r Registry, found: &HashSet<String>) -> Vec<&'r Arc<Entry>> {
+    let searchable = tools
+        .get(tool_search::NAME)
+        .is_some_and(|e| e.tool.origin() == &ToolOrigin::Builtin);
+    tools
+        .entries()
+        .into_iter()
+        .filter(|e| {
+            let d = e.descriptor();
+            !searchable || !d.defer_loading || found.contains(&d.name)
+        })
+        .collect()
 }
 
 impl Drop for Session {
@@ -408,6 +449,9 @@ fn mcp_result(result: ToolResult) -> CallToolResult {
                         link.mime_type = mime_type.clone();
                         McpContent::resource_link(link)
                     }
+                    ContentBlock::ToolReference { definition, .. } => {
+                        McpContent::text(definition.to_string())
+                    }
                 })
                 .collect();
             if let Some(structured) = &output.structured {
@@ -472,7 +516,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = self.tools();
-        let entries = tools.entries();
+        let entries = listed(&tools, &lock(&self.session.found));
         let cursor = request.and_then(|r| r.cursor);
         let (start, end, next) = page(entries.len(), cursor.as_deref())?;
         let listed = entries[start..end]
@@ -517,7 +561,12 @@ impl ServerHandler for McpServer {
             .add(ToolUse::new(id.clone(), request.name.as_ref(), input));
         tokio::select! {
             result = rx => match result {
-                Ok(result) => Ok(mcp_result(result).into()),
+                Ok(result) => {
+                    if session.found_tools(&result) {
+                        let _ = context.peer.notify_tool_list_changed().await;
+                    }
+                    Ok(mcp_result(result).into())
+                }
                 Err(_) => Err(ErrorData::internal_error("the session's executor stopped", None)),
             },
             () = context.ct.cancelled() => {

@@ -1,20 +1,22 @@
 //! The [`Registry`]: every tool the agent may call, by name and alias.
 //!
-//! It loads the bundled tools and every `*.wasm` in the tool directories
-//! (in parallel), checks each component against its grants (a component
-//! importing `wasi:http` without a network grant is refused, naming the
-//! import), rejects duplicate names and aliases with a clear error, and
+//! It loads the bundled tools, every `*.wasm` in the tool directories and
+//! the tools of the configured MCP servers (in parallel), checks each
+//! component against its grants (a component importing `wasi:http` without
+//! a network grant is refused, naming the import), rejects duplicate names and aliases with a clear error, and
 //! compiles each tool's input schema. Native tools join through
 //! [`Registry::add`]. A sub-agent gets a restricted [`Registry::view`].
 //!
 //! A tool that fails to load is not an error for the registry: it is kept
 //! in [`Registry::failures`] with the reason, so a front end can show it.
 
+use crate::config::{Config, ToolSearchMode};
 use crate::descriptor::Descriptor;
 use crate::engine::{Engine, WasmTool};
 use crate::error::LoadError;
 use crate::grants::{Grants, ToolGrants};
 use crate::tool::{Tool, ToolOrigin};
+use crate::tool_search::{self, ToolSearch};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -36,6 +38,8 @@ struct Loaded {
 pub struct Entry {
     /// The tool.
     pub tool: Arc<dyn Tool>,
+    /// The tool's descriptor with the operator's overrides, when it has any.
+    overridden: Option<Arc<Descriptor>>,
     /// What the operator granted it.
     pub grants: ToolGrants,
     pub(crate) input_validator: Arc<jsonschema::Validator>,
@@ -43,9 +47,12 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The tool's descriptor.
+    /// The tool's descriptor, with the operator's `defer_loading` when
+    /// the configuration overrides it.
     pub fn descriptor(&self) -> &Descriptor {
-        self.tool.descriptor()
+        self.overridden
+            .as_deref()
+            .unwrap_or_else(|| self.tool.descriptor())
     }
 }
 
@@ -105,8 +112,9 @@ impl Registry {
         Registry::default()
     }
 
-    /// Loads the bundled tools (unless configured off) and every `*.wasm`
-    /// in the configured tool directories, then grants them
+    /// Loads the bundled tools (unless configured off), every `*.wasm` in
+    /// the configured tool directories and the tools of the configured MCP
+    /// servers (started meanwhile), then grants them
     /// (see [`Registry::regrant`]).
     pub async fn load(engine: &Engine, grants: &Grants) -> Registry {
         let config = grants.config();
@@ -136,6 +144,10 @@ impl Registry {
             }
         }
 
+        let servers = tokio::spawn({
+            let config = config.clone();
+            async move { mcp_servers(&config).await }
+        });
         let mut tasks = tokio::task::JoinSet::new();
         for (i, (origin, bytes)) in sources.into_iter().enumerate() {
             let engine = engine.clone();
@@ -157,12 +169,37 @@ impl Registry {
         results.sort_by_key(|(i, _, _)| *i);
 
         let mut loaded = Vec::new();
+        let (mounted, failed) = match servers.await {
+            Ok(started) => started,
+            Err(e) => {
+                tracing::error!("the MCP server loader task failed: {e}");
+                (Vec::new(), Vec::new())
+            }
+        };
+        for (origin, error) in failed {
+            load_failures.push(LoadFailure {
+                origin,
+                tool: None,
+                error,
+            });
+        }
         for (_, origin, result) in results {
             let prepared = result.and_then(|tool| {
                 let network_imports = tool.network_imports().map(String::from).collect();
                 prepare(Arc::new(tool), network_imports)
             });
             match prepared {
+                Ok(l) => loaded.push(Arc::new(l)),
+                Err(error) => load_failures.push(LoadFailure {
+                    origin,
+                    tool: None,
+                    error,
+                }),
+            }
+        }
+        for tool in mounted {
+            let origin = tool.origin().clone();
+            match prepare(tool, Vec::new()) {
                 Ok(l) => loaded.push(Arc::new(l)),
                 Err(error) => load_failures.push(LoadFailure {
                     origin,
@@ -283,13 +320,50 @@ impl Registry {
         for name in std::iter::once(&d.name).chain(&d.aliases) {
             self.index.insert(name.clone(), i);
         }
+        let overridden = grants
+            .defer_loading
+            .filter(|&defer| defer != d.defer_loading)
+            .map(|defer_loading| {
+                Arc::new(Descriptor {
+                    defer_loading,
+                    ..d.clone()
+                })
+            });
         self.entries.push(Arc::new(Entry {
             tool: loaded.tool.clone(),
+            overridden,
             grants,
             input_validator: loaded.input_validator.clone(),
             output_validator: loaded.output_validator.clone(),
         }));
         Ok(())
+    }
+
+    /// Offers the built-in `tool_search` as `mode` says (`auto`: when some
+    /// tool is deferred), replacing any built-in already registered, so its
+    /// prompt names the deferred tools of this registry.
+    pub fn offer_tool_search(&mut self, mode: ToolSearchMode, grants: &Grants) {
+        let builtin = |tool: &Arc<dyn Tool>| tool.origin() == &ToolOrigin::Builtin;
+        self.loaded.retain(|l| !builtin(&l.tool));
+        self.entries.retain(|e| !builtin(&e.tool));
+        self.reindex();
+        let wanted = match mode {
+            ToolSearchMode::On => true,
+            ToolSearchMode::Off => false,
+            ToolSearchMode::Auto => self.entries.iter().any(|e| e.descriptor().defer_loading),
+        };
+        if !wanted {
+            return;
+        }
+        let result = grants.for_tool(tool_search::NAME).and_then(|g| {
+            if !g.enabled {
+                return Ok(());
+            }
+            self.add(Arc::new(ToolSearch::new(self)), g)
+        });
+        if let Err(error) = result {
+            self.fail(ToolOrigin::Builtin, tool_search::NAME, error);
+        }
     }
 
     /// The tool answering to `name` (a name or an alias).
@@ -349,6 +423,36 @@ impl Registry {
         view.reindex();
         view
     }
+}
+
+/// The tools of the configured MCP servers, and the servers or tools that
+/// failed.
+#[cfg(feature = "mcp-client")]
+async fn mcp_servers(config: &Config) -> (Vec<Arc<dyn Tool>>, Vec<(ToolOrigin, LoadError)>) {
+    let (tools, failed) = crate::mcp_client::mount(config).await;
+    let tools = tools
+        .into_iter()
+        .map(|t| Arc::new(t) as Arc<dyn Tool>)
+        .collect();
+    (tools, failed)
+}
+
+/// Without the `mcp-client` feature, each configured server is a failure
+/// that says so.
+#[cfg(not(feature = "mcp-client"))]
+async fn mcp_servers(config: &Config) -> (Vec<Arc<dyn Tool>>, Vec<(ToolOrigin, LoadError)>) {
+    let failed = config
+        .mcp_servers
+        .iter()
+        .filter(|(_, server)| server.enabled != Some(false))
+        .map(|(name, _)| {
+            let error = LoadError::McpServer(
+                "this build of Airlock has no MCP client (cargo feature `mcp-client`)".into(),
+            );
+            (ToolOrigin::Mcp(name.clone()), error)
+        })
+        .collect();
+    (Vec::new(), failed)
 }
 
 /// Checks a tool's descriptor and compiles its schemas.

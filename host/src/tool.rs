@@ -74,14 +74,22 @@ pub enum ToolOrigin {
     Bundled(String),
     /// Loaded from a component file.
     File(std::path::PathBuf),
+    /// A tool built into the host (`tool_search`): host code that touches
+    /// nothing but the host's own state, so it is treated as sandboxed.
+    Builtin,
     /// Native code in the host, not sandboxed.
     Native,
+    /// A tool of an external MCP server (a process of its own, not
+    /// sandboxed): the server's name in the configuration.
+    Mcp(String),
 }
 
 impl ToolOrigin {
-    /// Whether the tool runs inside the wasm sandbox.
+    /// Whether the tool runs inside the wasm sandbox (or is a host
+    /// built-in that reaches nothing outside the host). Calls of a tool
+    /// that is not sandboxed ask in the default and plan modes.
     pub fn sandboxed(&self) -> bool {
-        !matches!(self, ToolOrigin::Native)
+        !matches!(self, ToolOrigin::Native | ToolOrigin::Mcp(_))
     }
 }
 
@@ -90,7 +98,9 @@ impl std::fmt::Display for ToolOrigin {
         match self {
             ToolOrigin::Bundled(package) => write!(f, "bundled ({package})"),
             ToolOrigin::File(path) => write!(f, "{}", path.display()),
+            ToolOrigin::Builtin => f.write_str("built-in"),
             ToolOrigin::Native => f.write_str("native"),
+            ToolOrigin::Mcp(server) => write!(f, "MCP server `{server}` (not sandboxed)"),
         }
     }
 }
@@ -150,8 +160,8 @@ impl ToolOutput {
 
 /// One block of a result. It serialises as `{"type": "text", "text": ...}`,
 /// `{"type": "json", "json": ...}`, `{"type": "image", "mime_type": ...,
-/// "bytes": N}` (the data stays out of logs) or `{"type": "resource_link",
-/// ...}`.
+/// "bytes": N}` (the data stays out of logs), `{"type": "resource_link",
+/// ...}` or `{"type": "tool_reference", "tool_name": ...}`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ContentBlock {
     /// Plain text.
@@ -176,6 +186,14 @@ pub enum ContentBlock {
         /// The media type.
         mime_type: Option<String>,
     },
+    /// A tool the model may call from now on (what `tool_search` returns):
+    /// Anthropic's `tool_reference`; elsewhere, the definition as text.
+    ToolReference {
+        /// The tool's name.
+        name: String,
+        /// Its definition: `name`, `description` and `input_schema`.
+        definition: Value,
+    },
 }
 
 impl ContentBlock {
@@ -189,6 +207,7 @@ impl ContentBlock {
                 format!("[image: {mime_type}, {} bytes]", data.len())
             }
             ContentBlock::ResourceLink { uri, name, .. } => format!("[{name}]({uri})"),
+            ContentBlock::ToolReference { definition, .. } => definition.to_string(),
         }
     }
 }
@@ -213,6 +232,9 @@ impl Serialize for ContentBlock {
                 "description": description,
                 "mime_type": mime_type,
             }),
+            ContentBlock::ToolReference { name, .. } => {
+                serde_json::json!({"type": "tool_reference", "tool_name": name})
+            }
         };
         value.serialize(s)
     }
@@ -316,10 +338,12 @@ impl ProgressSink {
 pub type ReadFiles = Arc<Mutex<lru::LruCache<String, FileStamp>>>;
 
 /// What a call knows about the agent.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct CallContext {
     /// The working directory.
     pub cwd: String,
+    /// The tools in the agent's view (what `tool_search` searches).
+    pub tools: Arc<crate::registry::Registry>,
     /// The calling agent, when it is a sub-agent.
     pub agent_id: Option<String>,
     /// The tool's own state.

@@ -225,6 +225,75 @@ fn a_bad_configuration_exits_with_3() {
 }
 
 #[test]
+fn a_claude_code_settings_file_applies_and_what_it_cannot_do_is_named() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join("settings.json");
+    std::fs::write(
+        &settings,
+        r#"{"model": "opus", "permissions": {"deny": ["glob"], "defaultMode": "plan"}}"#,
+    )
+    .unwrap();
+    let out = airlock(
+        home.path(),
+        &["--settings", settings.to_str().unwrap(), "list", "--json"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(listed.contains("\"read\""), "{listed}");
+    let a = home.path().join("a.txt");
+    std::fs::write(&a, "x").unwrap();
+    let ws = home.path().to_str().unwrap();
+    let write = format!(r#"{{"file_path": "{}", "content": "y"}}"#, a.display());
+    let out = airlock(
+        home.path(),
+        &[
+            "--settings",
+            settings.to_str().unwrap(),
+            "--workspace",
+            ws,
+            "call",
+            "write",
+            &write,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("Plan mode"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = airlock(
+        home.path(),
+        &[
+            "--settings",
+            settings.to_str().unwrap(),
+            "--workspace",
+            ws,
+            "call",
+            "glob",
+            r#"{"pattern": "*"}"#,
+        ],
+    );
+    assert!(
+        text(&out.stderr).contains("No such tool available: glob"),
+        "a bare deny hides the tool: {}",
+        text(&out.stderr)
+    );
+
+    std::fs::write(&settings, r#"{"permissions": {"defaultMode": "auto"}}"#).unwrap();
+    let out = airlock(
+        home.path(),
+        &["--settings", settings.to_str().unwrap(), "list"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("permissions.defaultMode: \"auto\""),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn the_demo_runs_end_to_end() {
     let home = tempfile::tempdir().unwrap();
     let out = airlock(home.path(), &["demo"]);

@@ -3,7 +3,9 @@ MCP feature Airlock serves, and the list_changed check. Each function takes
 `connect`, an async context manager factory yielding (read, write) streams
 to a fresh server session."""
 
+import json
 import shutil
+from contextlib import asynccontextmanager
 
 import anyio
 import mcp.types as types
@@ -103,10 +105,10 @@ async def exercise(connect, workspace: str) -> dict:
     return {"tools": len(names), "progress": len(progress), "questions": len(asked)}
 
 
-async def added_tool_is_announced(connect, tool_dir: str, spare: str, name: str) -> None:
-    """The server watches `tool_dir`, which holds the `read` tool only: a
-    component copied in is announced with list_changed, then listed and
-    callable."""
+@asynccontextmanager
+async def watching(connect):
+    """A session on a fresh server, and an event set when the server sends
+    `notifications/tools/list_changed`."""
     changed = anyio.Event()
 
     async def on_message(message):
@@ -118,15 +120,46 @@ async def added_tool_is_announced(connect, tool_dir: str, spare: str, name: str)
             read, write, read_timeout_seconds=30.0, message_handler=on_message
         ) as session:
             await session.initialize()
-            before = [t.name for t in (await session.list_tools()).tools]
-            assert before == ["read"], before
-            shutil.copy(spare, f"{tool_dir}/{name}")
-            with anyio.fail_after(20):
-                await changed.wait()
-            after = [t.name for t in (await session.list_tools()).tools]
-            assert sorted(after) == ["read", "sleep"], after
-            r = await session.call_tool("sleep", {"ms": 1})
-            assert not r.is_error, r
+            yield session, changed
+
+
+async def added_tool_is_announced(connect, tool_dir: str, spare: str, name: str) -> None:
+    """The server watches `tool_dir`, which holds the `read` tool only: a
+    component copied in is announced with list_changed, then listed and
+    callable."""
+    async with watching(connect) as (session, changed):
+        before = [t.name for t in (await session.list_tools()).tools]
+        assert before == ["read"], before
+        shutil.copy(spare, f"{tool_dir}/{name}")
+        with anyio.fail_after(20):
+            await changed.wait()
+        after = [t.name for t in (await session.list_tools()).tools]
+        assert sorted(after) == ["read", "sleep"], after
+        r = await session.call_tool("sleep", {"ms": 1})
+        assert not r.is_error, r
+
+
+async def a_deferred_tool_is_searched(connect, workspace: str) -> None:
+    """`glob` is deferred (the config's `defer_loading`): it is not listed,
+    `tool_search`'s description names it, a query finds it with its
+    definition, the session is told the list changed, and then it is
+    listed and called."""
+    async with watching(connect) as (session, changed):
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert "glob" not in tools and "read" in tools, sorted(tools)
+        assert "glob" in tools["tool_search"].description, tools["tool_search"].description
+        assert tools["tool_search"].annotations.read_only_hint is True
+        r = await session.call_tool("tool_search", {"query": "find files matching a glob pattern"})
+        assert not r.is_error, r
+        definition = json.loads(r.content[1].text)
+        assert definition["name"] == "glob", r.content
+        assert "pattern" in definition["input_schema"]["properties"], definition
+        with anyio.fail_after(10):
+            await changed.wait()
+        listed = [t.name for t in (await session.list_tools()).tools]
+        assert "glob" in listed, listed
+        r = await session.call_tool("glob", {"pattern": "*.txt", "path": workspace})
+        assert not r.is_error and "a.txt" in r.content[0].text, r
 
 
 async def a_modern_client_falls_back(server, workspace: str) -> str:

@@ -8,9 +8,15 @@ Usage: python3 tests/mcp/stdio_client.py AIRLOCK WORKSPACE TOOL_DIR SPARE_TOOL
 """
 
 import sys
+import tempfile
 
 import anyio
-from common import a_modern_client_falls_back, added_tool_is_announced, exercise
+from common import (
+    a_deferred_tool_is_searched,
+    a_modern_client_falls_back,
+    added_tool_is_announced,
+    exercise,
+)
 from mcp import StdioServerParameters, stdio_client
 
 
@@ -25,6 +31,12 @@ async def main(binary: str, workspace: str, tool_dir: str, spare: str) -> None:
     await added_tool_is_announced(
         connect("--no-bundled", "--tools", tool_dir, "mcp"), tool_dir, spare, "added.wasm"
     )
+    with tempfile.NamedTemporaryFile("w", suffix=".toml") as config:
+        config.write("[tools.glob]\ndefer_loading = true\n")
+        config.flush()
+        await a_deferred_tool_is_searched(
+            connect("--config", config.name, "--workspace", workspace, "mcp"), workspace
+        )
     print("ok (stdio):", seen)
 
 

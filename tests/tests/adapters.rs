@@ -97,6 +97,52 @@ async fn openai_responses_and_chat_calls_round_trip() {
 }
 
 #[tokio::test]
+async fn openai_streams_round_trip_as_their_calls_complete() {
+    let ws = workspace(&[("a.txt", "hello streams\n")]);
+    let airlock = airlock(workspace_config(ws.path())).await;
+    let arguments = json!({ "file_path": format!("{}/a.txt", canonical(ws.path())) }).to_string();
+    let (head, tail) = arguments.split_at(arguments.len() / 2);
+
+    let mut responses = openai::ResponsesStream::new();
+    let events = [
+        json!({"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"read","arguments":""}}),
+        json!({"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":head,"sequence_number":1}),
+        json!({"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":tail,"sequence_number":2}),
+        json!({"type":"response.function_call_arguments.done","item_id":"fc_1","output_index":0,"sequence_number":3}),
+    ];
+    let calls: Vec<Assembled> = events.iter().filter_map(|e| responses.push(e)).collect();
+    let results = run(&airlock, calls).await;
+    let item = openai::function_call_output(&results[0]);
+    assert_eq!(item["call_id"], "call_1");
+    assert!(
+        item["output"].as_str().unwrap().contains("hello streams"),
+        "{item}"
+    );
+
+    let mut chat = openai::ChatStream::new();
+    let chunk = |delta: Value, finish: Value| json!({"choices":[{"index":0,"delta":delta,"finish_reason":finish}]});
+    let mut calls = chat.push(&chunk(
+        json!({"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"read","arguments":head}}]}),
+        Value::Null,
+    ));
+    calls.extend(chat.push(&chunk(
+        json!({"tool_calls":[{"index":0,"function":{"arguments":tail}}]}),
+        Value::Null,
+    )));
+    calls.extend(chat.push(&chunk(json!({}), json!("tool_calls"))));
+    let results = run(&airlock, calls).await;
+    let message = openai::tool_message(&results[0]);
+    assert_eq!(message["tool_call_id"], "call_a");
+    assert!(
+        message["content"]
+            .as_str()
+            .unwrap()
+            .contains("hello streams"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
 async fn the_bundled_tools_pass_every_apis_lint_except_openai_strict() {
     let airlock = airlock(config()).await;
     for entry in airlock.registry().entries() {

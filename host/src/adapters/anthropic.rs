@@ -133,8 +133,10 @@ pub fn tool_uses(message: &Value) -> Vec<Assembled> {
 }
 
 /// A result as a `tool_result` block for the next user message: text,
-/// JSON as text, images as base64 sources, links as text; `is_error` for a
-/// failure; the hooks' additional context as text after the output.
+/// JSON as text, images as base64 sources, links as text, tools found by
+/// `tool_search` as `tool_reference` blocks (the API loads their
+/// definitions); `is_error` for a failure; the hooks' additional context
+/// as text after the output.
 pub fn tool_result(result: &ToolResult) -> Value {
     let content: Vec<Value> = result_blocks(result)
         .into_iter()
@@ -146,6 +148,9 @@ pub fn tool_result(result: &ToolResult) -> Value {
                     "media_type": mime_type,
                     "data": base64::engine::general_purpose::STANDARD.encode(data),
                 }})
+            }
+            ContentBlock::ToolReference { name, .. } => {
+                json!({"type": "tool_reference", "tool_name": name})
             }
             other => json!({"type": "text", "text": other.to_text()}),
         })

@@ -3,6 +3,12 @@
 //! `output` items or a message's `tool_calls`, and results as
 //! `function_call_output` items or `role: "tool"` messages.
 //!
+//! Streamed calls are assembled by [`ResponsesStream`] (the Responses
+//! API's `response.function_call_arguments.*` events, keyed by item id)
+//! and [`ChatStream`] (Chat Completions' `delta.tool_calls` fragments, by
+//! index): arguments are accumulated and parsed only once a call is
+//! complete.
+//!
 //! OpenAI's arguments are a JSON *string*; one that does not parse to an
 //! object becomes an invalid call. OpenAI results have no error flag, so a
 //! failure's text starts with `Error: `.
@@ -11,6 +17,131 @@ use super::{Assembled, items_of_type, name_problem, result_text, text_at};
 use crate::descriptor::Descriptor;
 use crate::pipeline::ToolResult;
 use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+
+/// A call whose arguments are still arriving.
+#[derive(Debug, Default)]
+struct Partial {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl Partial {
+    fn finish(self) -> Assembled {
+        Assembled::from_json_text(self.id, self.name, self.arguments)
+    }
+}
+
+/// Assembles function calls from a Responses API event stream: a call
+/// starts with `response.output_item.added` (a `function_call` item), its
+/// arguments arrive as `response.function_call_arguments.delta`, and it is
+/// complete at `response.function_call_arguments.done` (whose `arguments`,
+/// when present, are taken as final). The id is the item's `call_id`.
+#[derive(Debug, Default)]
+pub struct ResponsesStream {
+    open: HashMap<String, Partial>,
+}
+
+impl ResponsesStream {
+    /// A fresh assembler (one per response).
+    pub fn new() -> Self {
+        ResponsesStream::default()
+    }
+
+    /// Feeds one event (its JSON `data`); returns a call when one is done.
+    pub fn push(&mut self, event: &Value) -> Option<Assembled> {
+        match event.get("type").and_then(Value::as_str)? {
+            "response.output_item.added" => {
+                let item = event.get("item")?;
+                if item.get("type").and_then(Value::as_str) != Some("function_call") {
+                    return None;
+                }
+                self.open.insert(
+                    text_at(item, "/id").to_string(),
+                    Partial {
+                        id: text_at(item, "/call_id").to_string(),
+                        name: text_at(item, "/name").to_string(),
+                        arguments: text_at(item, "/arguments").to_string(),
+                    },
+                );
+                None
+            }
+            "response.function_call_arguments.delta" => {
+                let partial = self.open.get_mut(text_at(event, "/item_id"))?;
+                partial.arguments.push_str(text_at(event, "/delta"));
+                None
+            }
+            "response.function_call_arguments.done" => {
+                let mut partial = self.open.remove(text_at(event, "/item_id"))?;
+                if let Some(arguments) = event.get("arguments").and_then(Value::as_str) {
+                    partial.arguments = arguments.to_string();
+                }
+                if let Some(name) = event.get("name").and_then(Value::as_str) {
+                    partial.name = name.to_string();
+                }
+                Some(partial.finish())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Assembles tool calls from a Chat Completions stream: each chunk's
+/// `choices[0].delta.tool_calls[]` carries an `index` and fragments of the
+/// `id`, `function.name` and `function.arguments`. Calls stream one after
+/// another, so a call is complete when a later index starts, and the rest
+/// when the choice has a `finish_reason` (or at [`ChatStream::finish`]).
+#[derive(Debug, Default)]
+pub struct ChatStream {
+    open: BTreeMap<u64, Partial>,
+}
+
+impl ChatStream {
+    /// A fresh assembler (one per completion).
+    pub fn new() -> Self {
+        ChatStream::default()
+    }
+
+    /// Feeds one chunk; returns the calls it completed, in order.
+    pub fn push(&mut self, chunk: &Value) -> Vec<Assembled> {
+        let Some(choice) = chunk.pointer("/choices/0") else {
+            return Vec::new();
+        };
+        let mut done = Vec::new();
+        let fragments = choice
+            .pointer("/delta/tool_calls")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for fragment in fragments {
+            let Some(index) = fragment.get("index").and_then(Value::as_u64) else {
+                continue;
+            };
+            let earlier: Vec<u64> = self.open.range(..index).map(|(i, _)| *i).collect();
+            done.extend(earlier.into_iter().filter_map(|i| self.open.remove(&i)));
+            let partial = self.open.entry(index).or_default();
+            partial.id.push_str(text_at(fragment, "/id"));
+            partial.name.push_str(text_at(fragment, "/function/name"));
+            partial
+                .arguments
+                .push_str(text_at(fragment, "/function/arguments"));
+        }
+        if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+            done.extend(std::mem::take(&mut self.open).into_values());
+        }
+        done.into_iter().map(Partial::finish).collect()
+    }
+
+    /// The calls still open when the stream ended (`[DONE]` without a
+    /// `finish_reason`), in order.
+    pub fn finish(&mut self) -> Vec<Assembled> {
+        std::mem::take(&mut self.open)
+            .into_values()
+            .map(Partial::finish)
+            .collect()
+    }
+}
 
 /// Which OpenAI API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +315,80 @@ mod tests {
     use super::*;
     use crate::error::CallError;
     use crate::tool::ToolOutput;
+
+    fn names(calls: &[Assembled]) -> Vec<(String, Value)> {
+        calls
+            .iter()
+            .map(|c| match c {
+                Assembled::ToolUse(u) => (format!("{}:{}", u.id, u.name), u.input.clone()),
+                Assembled::Invalid { id, raw, .. } => (format!("{id}:invalid"), json!(raw)),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_responses_stream_is_assembled_per_item() {
+        let events = [
+            json!({"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1"}}),
+            json!({"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_a","name":"get_weather","arguments":""}}),
+            json!({"type":"response.output_item.added","output_index":2,"item":{"type":"function_call","id":"fc_2","call_id":"call_b","name":"get_weather","arguments":""}}),
+            json!({"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":"{\"location\":","sequence_number":3}),
+            json!({"type":"response.function_call_arguments.delta","item_id":"fc_2","output_index":2,"delta":"{\"loc","sequence_number":4}),
+            json!({"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":"\"Paris\"}","sequence_number":5}),
+            json!({"type":"response.function_call_arguments.done","item_id":"fc_1","output_index":1,"name":"get_weather","arguments":"{\"location\":\"Paris\"}","sequence_number":6}),
+            json!({"type":"response.function_call_arguments.done","item_id":"fc_2","output_index":2,"sequence_number":7}),
+            json!({"type":"response.output_item.done","output_index":1,"item":{}}),
+        ];
+        let mut stream = ResponsesStream::new();
+        let calls: Vec<Assembled> = events.iter().filter_map(|e| stream.push(e)).collect();
+        assert_eq!(
+            names(&calls),
+            [
+                (
+                    "call_a:get_weather".to_string(),
+                    json!({"location": "Paris"})
+                ),
+                ("call_b:invalid".to_string(), json!("{\"loc")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_chat_stream_completes_a_call_when_the_next_starts_and_at_the_finish() {
+        let chunk = |delta: Value, finish: Value| json!({"choices":[{"index":0,"delta":delta,"finish_reason":finish}]});
+        let mut stream = ChatStream::new();
+        let mut calls = Vec::new();
+        calls.extend(stream.push(&chunk(
+            json!({"role":"assistant","content":null}),
+            Value::Null,
+        )));
+        calls.extend(stream.push(&chunk(json!({"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":""}}]}), Value::Null)));
+        calls.extend(stream.push(&chunk(
+            json!({"tool_calls":[{"index":0,"function":{"arguments":"{\"file_path\":"}}]}),
+            Value::Null,
+        )));
+        calls.extend(stream.push(&chunk(
+            json!({"tool_calls":[{"index":0,"function":{"arguments":"\"/a\"}"}}]}),
+            Value::Null,
+        )));
+        assert!(calls.is_empty());
+        calls.extend(stream.push(&chunk(json!({"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"ls","arguments":"{}"}}]}), Value::Null)));
+        assert_eq!(
+            names(&calls),
+            [("call_1:read".to_string(), json!({"file_path": "/a"}))],
+            "done when the next began"
+        );
+        calls.extend(stream.push(&chunk(json!({}), json!("tool_calls"))));
+        assert_eq!(names(&calls)[1], ("call_2:ls".to_string(), json!({})));
+        assert!(stream.finish().is_empty());
+
+        let mut cut = ChatStream::new();
+        cut.push(&chunk(json!({"tool_calls":[{"index":0,"id":"c","function":{"name":"ls","arguments":"{\"pa"}}]}), Value::Null));
+        assert_eq!(
+            names(&cut.finish()),
+            [("c:invalid".to_string(), json!("{\"pa"))]
+        );
+    }
 
     /// The strict Responses definition of the conventions reference (§3.1).
     fn weather() -> Descriptor {

@@ -39,6 +39,9 @@ pub struct Cli {
     /// The configuration file (default: $AIRLOCK_CONFIG, else ~/.config/airlock/airlock.toml).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Merge the permission rules, mode and hooks of a Claude Code settings file (repeatable; later files win).
+    #[arg(long = "settings", global = true, value_name = "FILE")]
+    settings: Vec<PathBuf>,
     /// Also load the *.wasm tools in DIR (repeatable).
     #[arg(long = "tools", global = true, value_name = "DIR")]
     tool_dirs: Vec<PathBuf>,
@@ -303,6 +306,13 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(ms) = cli.timeout_ms {
         config.limits.timeout_ms = ms;
+    }
+    for file in &cli.settings {
+        let notes =
+            crate::settings::merge(&mut config, &absolute(file)).map_err(|e| e.to_string())?;
+        for note in notes {
+            tracing::info!("{note}");
+        }
     }
     if let Some(mode) = cli.mode {
         config.permissions.default_mode = mode;

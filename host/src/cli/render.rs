@@ -37,12 +37,14 @@ fn network(d: &Descriptor) -> String {
     }
 }
 
-/// Where a tool comes from, in a few characters: `bundled`, `native`, or
-/// the component's file name.
+/// Where a tool comes from, in a few characters: `bundled`, `built-in`,
+/// `native`, `mcp:SERVER`, or the component's file name.
 fn source(origin: &ToolOrigin) -> String {
     match origin {
         ToolOrigin::Bundled(_) => "bundled".into(),
+        ToolOrigin::Builtin => "built-in".into(),
         ToolOrigin::Native => "native".into(),
+        ToolOrigin::Mcp(server) => format!("mcp:{}", one_line(server, 30)),
         ToolOrigin::File(path) => {
             one_line(&path.file_name().unwrap_or_default().to_string_lossy(), 40)
         }
@@ -107,6 +109,7 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool) {
                     "description": d.description,
                     "flags": d.flags,
                     "interrupt": d.interrupt,
+                    "defer_loading": d.defer_loading,
                     "capabilities": d.capabilities,
                     "version": d.version,
                     "origin": e.tool.origin(),
@@ -263,6 +266,9 @@ pub(crate) fn content_text(blocks: &[ContentBlock]) -> String {
             }
             ContentBlock::ResourceLink { uri, name, .. } => {
                 format!("[{}]({})", one_line(name, 200), one_line(uri, 400))
+            }
+            ContentBlock::ToolReference { definition, .. } => {
+                serde_json::to_string_pretty(definition).unwrap_or_default()
             }
         })
         .collect::<Vec<_>>()

@@ -16,6 +16,8 @@
 //! call that requires user interaction, an ask rule or a hook's ask asks;
 //! plan mode refuses every call that is not read-only; an allow rule or a
 //! hook's allow allows; then the mode decides (`bypassPermissions` allows;
+//! `plan` allows read-only calls, but asks for a tool outside the sandbox,
+//! whose read-only claim nothing enforces;
 //! `acceptEdits` allows reads and sandboxed edits of granted directories;
 //! `default` allows sandboxed read-only calls and asks for the rest,
 //! destructive ones included; `dontAsk` turns every ask into a deny); then
@@ -619,7 +621,9 @@ fn host_verdict(
     };
     match mode {
         PermissionMode::BypassPermissions => Verdict::Allow(by_mode),
-        PermissionMode::Plan => Verdict::Allow(by_mode),
+        // Read-only is enforced only in the sandbox: an unsandboxed tool's
+        // claim is a hint, so plan mode asks.
+        PermissionMode::Plan if call.sandboxed => Verdict::Allow(by_mode),
         PermissionMode::AcceptEdits
             if (read_only && call.sandboxed) || call.is_sandboxed_edit() =>
         {

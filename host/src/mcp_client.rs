@@ -1,0 +1,568 @@
+//! External MCP servers mounted as tools (feature `mcp-client`): the
+//! seed's dynamic tools. Each `[mcp_servers.NAME]` is started as a child
+//! process speaking MCP over stdio (rmcp's client), its tools are listed,
+//! and each becomes an [`McpTool`] named `mcp__NAME__TOOL` behind the same
+//! [`Tool`] trait as a component: the pipeline validates its input against
+//! the server's schema, runs the hooks and the permission check, and maps
+//! its result.
+//!
+//! Invariants:
+//! - a server's tools have the origin [`ToolOrigin::Mcp`], which is not
+//!   sandboxed: in the default mode every call asks (a server's
+//!   `readOnlyHint` schedules its calls in parallel, but cannot let them
+//!   through unasked, since nothing enforces it);
+//! - the child gets only `PATH`, `HOME` and the configured variables, never
+//!   the host's whole environment, and is killed when the last of its
+//!   tools is dropped (`kill_on_drop`);
+//! - a call is bounded by the tool's time limit and by
+//!   `limits.output_bytes`; a cancelled or timed-out call is cancelled at
+//!   the server (`notifications/cancelled`); text from the server is
+//!   sanitised like a guest's;
+//! - a server that fails to start, or a tool whose name or schema is not
+//!   usable, is a load failure with its reason, never silently dropped.
+
+use crate::config::{Config, McpServerConfig};
+use crate::descriptor::{DEFAULT_MAX_RESULT_SIZE, Descriptor, SafetyFlags};
+use crate::error::{CallError, ErrorClass, LoadError};
+use crate::sanitize::{self, Sink};
+use crate::tool::{ContentBlock, Invocation, ProgressEvent, Tool, ToolOrigin, ToolOutput};
+use async_trait::async_trait;
+use futures::StreamExt;
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, ContentBlock as McpContent, Implementation,
+    ProgressNotificationParam, ProtocolVersion, ResourceContents, ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Map, Value};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+
+/// How long a server may take to start and list its tools, by default.
+const DEFAULT_STARTUP: Duration = Duration::from_secs(30);
+
+/// The client side of one server connection: progress goes to the call
+/// that asked for it.
+#[derive(Clone, Default)]
+struct Handler {
+    progress: ProgressDispatcher,
+    server: Arc<str>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::info!(
+            server = %self.server,
+            "the MCP server's tools changed; they are read again when Airlock reloads its tools"
+        );
+    }
+}
+
+/// A running server, shared by its tools.
+struct Connection {
+    service: RunningService<RoleClient, Handler>,
+}
+
+/// One tool of an external MCP server.
+pub struct McpTool {
+    descriptor: Descriptor,
+    origin: ToolOrigin,
+    /// The tool's name at the server.
+    remote: String,
+    connection: Arc<Connection>,
+    max_output: usize,
+}
+
+/// Starts every enabled server in `config` (in parallel) and returns their
+/// tools, and what failed with why. Servers switched off are skipped.
+pub async fn mount(config: &Config) -> (Vec<McpTool>, Vec<(ToolOrigin, LoadError)>) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, (name, server)) in config.mcp_servers.iter().enumerate() {
+        if server.enabled == Some(false) {
+            tracing::info!(server = %name, "switched off in the configuration");
+            continue;
+        }
+        let (name, server) = (name.clone(), server.clone());
+        let cwd = server.cwd.clone().or_else(|| config.workspace.clone());
+        let max_output = config.limits.output_bytes;
+        tasks.spawn(async move {
+            let result = start(&name, &server, cwd, max_output).await;
+            (i, name, result)
+        });
+    }
+    let mut started = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(r) => started.push(r),
+            Err(e) => tracing::error!("an MCP server task failed: {e}"),
+        }
+    }
+    started.sort_by_key(|(i, _, _)| *i);
+    let mut tools = Vec::new();
+    let mut failures = Vec::new();
+    for (_, name, result) in started {
+        match result {
+            Ok((mounted, failed)) => {
+                tools.extend(mounted);
+                failures.extend(
+                    failed
+                        .into_iter()
+                        .map(|e| (ToolOrigin::Mcp(name.clone()), e)),
+                );
+            }
+            Err(e) => failures.push((ToolOrigin::Mcp(name), e)),
+        }
+    }
+    (tools, failures)
+}
+
+/// Starts one server and describes its tools.
+async fn start(
+    name: &str,
+    config: &McpServerConfig,
+    cwd: Option<std::path::PathBuf>,
+    max_output: usize,
+) -> Result<(Vec<McpTool>, Vec<LoadError>), LoadError> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(LoadError::McpServer(format!(
+            "the server name {name:?} may use only letters, digits, `_` and `-`"
+        )));
+    }
+    let mut command = tokio::process::Command::new(&config.command);
+    command.args(&config.args).env_clear().kill_on_drop(true);
+    for var in ["PATH", "HOME"] {
+        if let Some(value) = std::env::var_os(var) {
+            command.env(var, value);
+        }
+    }
+    command.envs(&config.env);
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| LoadError::McpServer(format!("cannot start {:?}: {e}", config.command)))?;
+    if let Some(stderr) = stderr {
+        let server = name.to_string();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let line = sanitize::clean_capped(&line, Sink::Line, 500);
+                tracing::debug!(%server, "stderr: {line}");
+            }
+        });
+    }
+    let handler = Handler {
+        progress: ProgressDispatcher::new(),
+        server: name.into(),
+    };
+    let startup = config
+        .startup_timeout_ms
+        .map_or(DEFAULT_STARTUP, Duration::from_millis);
+    let started = tokio::time::timeout(startup, async {
+        let service = handler
+            .serve(transport)
+            .await
+            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+        let tools = service
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        Ok::<_, String>((service, tools))
+    })
+    .await
+    .map_err(|_| {
+        LoadError::McpServer(format!(
+            "it did not start and list its tools within {} ms (startup_timeout_ms)",
+            startup.as_millis()
+        ))
+    })?
+    .map_err(LoadError::McpServer)?;
+    let (service, listed) = started;
+    let version = service
+        .peer_info()
+        .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
+        .unwrap_or_default();
+    let connection = Arc::new(Connection { service });
+    let mut tools = Vec::new();
+    let mut failures = Vec::new();
+    for tool in listed {
+        match descriptor(name, &tool, &version, config.defer_loading) {
+            Ok(d) => tools.push(McpTool {
+                origin: ToolOrigin::Mcp(name.to_string()),
+                remote: tool.name.to_string(),
+                connection: connection.clone(),
+                descriptor: d,
+                max_output,
+            }),
+            Err(e) => failures.push(e),
+        }
+    }
+    Ok((tools, failures))
+}
+
+/// A server's tool as a descriptor: `mcp__SERVER__TOOL` (characters a
+/// model API refuses become `_`), its description as the prompt (the
+/// first line as the description), its schemas, and flags from its
+/// annotations as MCP defines their defaults.
+fn descriptor(
+    server: &str,
+    tool: &rmcp::model::Tool,
+    version: &str,
+    defer: bool,
+) -> Result<Descriptor, LoadError> {
+    let safe: String = tool
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = format!("mcp__{server}__{safe}");
+    let text = |t: &str, max: usize| sanitize::clean_capped(t, Sink::Model, max);
+    let prompt = text(tool.description.as_deref().unwrap_or_default(), 10_000);
+    let first = prompt
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    let description = if first.is_empty() {
+        format!("The tool {} of the MCP server {server}.", tool.name)
+    } else {
+        text(first, 500)
+    };
+    let mut d = Descriptor::new(&name, &description);
+    d.title = text(
+        tool.title
+            .as_deref()
+            .or(tool.annotations.as_ref().and_then(|a| a.title.as_deref()))
+            .unwrap_or(&tool.name),
+        200,
+    );
+    if !prompt.is_empty() {
+        d.prompt = prompt;
+    }
+    d.input_schema = Value::Object((*tool.input_schema).clone());
+    d.output_schema = tool
+        .output_schema
+        .as_ref()
+        .map(|s| Value::Object((**s).clone()));
+    d.flags = flags(tool);
+    let meta = |key: &str| tool.meta.as_ref().and_then(|m| m.get(key));
+    d.defer_loading = defer && meta("anthropic/alwaysLoad") != Some(&Value::Bool(true));
+    d.max_result_size = meta("anthropic/maxResultSizeChars")
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(DEFAULT_MAX_RESULT_SIZE);
+    d.version = match text(version, 64) {
+        v if v.trim().is_empty() => "unknown".into(),
+        v => v,
+    };
+    let problems = d.problems();
+    if !problems.is_empty() {
+        return Err(LoadError::InvalidDescriptor {
+            tool: name,
+            problems,
+        });
+    }
+    Ok(d)
+}
+
+/// The flags MCP's annotations hint at: `readOnlyHint` (default false)
+/// makes a call read-only and concurrency-safe; otherwise
+/// `destructiveHint` (default true) and `idempotentHint` (default false);
+/// `openWorldHint` (default true); `_meta["anthropic/requiresUserInteraction"]`.
+fn flags(tool: &rmcp::model::Tool) -> SafetyFlags {
+    let a = tool.annotations.clone().unwrap_or_default();
+    let mut flags = SafetyFlags::empty();
+    if a.read_only_hint == Some(true) {
+        flags |= SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE;
+    } else {
+        if a.destructive_hint != Some(false) {
+            flags |= SafetyFlags::DESTRUCTIVE;
+        }
+        if a.idempotent_hint == Some(true) {
+            flags |= SafetyFlags::IDEMPOTENT;
+        }
+    }
+    if a.open_world_hint != Some(false) {
+        flags |= SafetyFlags::OPEN_WORLD;
+    }
+    let interactive = tool
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("anthropic/requiresUserInteraction"));
+    if interactive == Some(&Value::Bool(true)) {
+        flags |= SafetyFlags::REQUIRES_USER_INTERACTION;
+    }
+    flags
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn descriptor(&self) -> &Descriptor {
+        &self.descriptor
+    }
+
+    fn origin(&self) -> &ToolOrigin {
+        &self.origin
+    }
+
+    async fn call(
+        &self,
+        invocation: &mut Invocation,
+        input: &Value,
+    ) -> Result<ToolOutput, CallError> {
+        let arguments: Map<String, Value> = input.as_object().cloned().unwrap_or_default();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments),
+        ));
+        let peer = self.connection.service.peer().clone();
+        let server = self.connection.service.service();
+        let lost = |e: rmcp::service::ServiceError| {
+            CallError::new(
+                ErrorClass::ToolError,
+                format!("the MCP server of {} failed: {e}", self.descriptor.name),
+            )
+        };
+        let handle = peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(lost)?;
+        let id = handle.id.clone();
+        let mut progress = server
+            .progress
+            .subscribe(handle.progress_token.clone())
+            .await;
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let deadline = tokio::time::sleep(invocation.grants.timeout);
+        tokio::pin!(deadline);
+        let cancel = invocation.cancel.clone();
+        let stop = |reason: &str| {
+            let peer = peer.clone();
+            let param = CancelledNotificationParam::new(Some(id.clone()), Some(reason.into()));
+            tokio::spawn(async move {
+                let _ = peer.notify_cancelled(param).await;
+            });
+        };
+        let result = loop {
+            tokio::select! {
+                r = &mut response => break r.map_err(lost)?,
+                Some(p) = progress.next() => invocation.progress.send(ProgressEvent {
+                    tool_use_id: invocation.tool_use_id.clone(),
+                    message: sanitize::clean_capped(p.message.as_deref().unwrap_or("working"), Sink::Line, 200),
+                    fraction: p.total.filter(|t| *t > 0.0).map(|t| (p.progress / t).clamp(0.0, 1.0) as f32),
+                }),
+                () = cancel.cancelled() => {
+                    stop("cancelled by the user");
+                    return Err(CallError::cancelled("the call was cancelled"));
+                }
+                () = &mut deadline => {
+                    stop("timed out");
+                    return Err(CallError::new(
+                        ErrorClass::Timeout,
+                        format!("the MCP server did not answer within {} ms", invocation.grants.timeout.as_millis()),
+                    ));
+                }
+            }
+        };
+        match result {
+            ServerResult::CallToolResult(r) => output(r, self.max_output),
+            _ => Err(CallError::new(
+                ErrorClass::ToolError,
+                "the MCP server answered tools/call with something other than a tool result",
+            )),
+        }
+    }
+}
+
+/// A server's result as a tool output: text sanitised, images decoded,
+/// embedded resources as their text (or a placeholder for binary ones);
+/// `isError` as a tool error; more than `max_output` bytes an output limit.
+fn output(result: CallToolResult, max_output: usize) -> Result<ToolOutput, CallError> {
+    let size: usize = result
+        .content
+        .iter()
+        .map(|c| match c {
+            McpContent::Text(t) => t.text.len(),
+            McpContent::Image(i) => i.data.len(),
+            McpContent::Audio(a) => a.data.len(),
+            McpContent::Resource(r) => match &r.resource {
+                ResourceContents::TextResourceContents { text, .. } => text.len(),
+                ResourceContents::BlobResourceContents { blob, .. } => blob.len(),
+                _ => 0,
+            },
+            _ => 0,
+        })
+        .sum::<usize>()
+        + result
+            .structured_content
+            .as_ref()
+            .map_or(0, |s| s.to_string().len());
+    if size > max_output {
+        return Err(CallError::new(
+            ErrorClass::OutputLimit,
+            format!(
+                "the MCP server returned {size} bytes; the limit is {max_output} (limits.output_bytes)"
+            ),
+        ));
+    }
+    let text = |t: &str| sanitize::clean(t, Sink::Model).text.into_owned();
+    let content: Vec<ContentBlock> = result
+        .content
+        .iter()
+        .map(|c| match c {
+            McpContent::Text(t) => ContentBlock::Text(text(&t.text)),
+            McpContent::Image(i) => {
+                use base64::Engine as _;
+                match base64::engine::general_purpose::STANDARD.decode(&i.data) {
+                    Ok(data) => ContentBlock::Image {
+                        mime_type: text(&i.mime_type),
+                        data,
+                    },
+                    Err(_) => ContentBlock::Text("[an image that was not valid base64]".into()),
+                }
+            }
+            McpContent::Audio(a) => ContentBlock::Text(format!("[audio: {}]", text(&a.mime_type))),
+            McpContent::Resource(r) => match &r.resource {
+                ResourceContents::TextResourceContents { text: t, .. } => {
+                    ContentBlock::Text(text(t))
+                }
+                ResourceContents::BlobResourceContents { uri, blob, .. } => ContentBlock::Text(
+                    format!("[resource {}: {} bytes of base64]", text(uri), blob.len()),
+                ),
+                _ => ContentBlock::Text("[a resource of a kind Airlock does not know]".into()),
+            },
+            McpContent::ResourceLink(link) => ContentBlock::ResourceLink {
+                uri: text(&link.uri),
+                name: text(&link.name),
+                description: link.description.as_deref().map(text),
+                mime_type: link.mime_type.as_deref().map(text),
+            },
+            _ => ContentBlock::Text("[content of a kind Airlock does not know]".into()),
+        })
+        .collect();
+    if result.is_error == Some(true) {
+        let message = content
+            .iter()
+            .map(ContentBlock::to_text)
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(CallError::new(ErrorClass::ToolError, message));
+    }
+    Ok(ToolOutput {
+        content,
+        structured: result.structured_content,
+        ..ToolOutput::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(value: Value) -> rmcp::model::Tool {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn names_flags_and_meta_follow_the_mcp_defaults() {
+        let t = tool(
+            json!({"name": "get.file", "description": "Reads a file.\nMore.",
+            "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true, "openWorldHint": false}}),
+        );
+        let d = descriptor("fs", &t, "1.0", true).unwrap();
+        assert_eq!(d.name, "mcp__fs__get_file");
+        assert_eq!(d.description, "Reads a file.");
+        assert_eq!(d.prompt, "Reads a file.\nMore.");
+        assert_eq!(
+            d.flags,
+            SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE
+        );
+        assert!(d.defer_loading);
+
+        let t = tool(json!({"name": "rm", "inputSchema": {"type": "object"},
+            "_meta": {"anthropic/alwaysLoad": true, "anthropic/requiresUserInteraction": true,
+                      "anthropic/maxResultSizeChars": 9}}));
+        let d = descriptor("fs", &t, "1.0", true).unwrap();
+        assert_eq!(
+            d.flags,
+            SafetyFlags::DESTRUCTIVE
+                | SafetyFlags::OPEN_WORLD
+                | SafetyFlags::REQUIRES_USER_INTERACTION
+        );
+        assert!(!d.defer_loading, "alwaysLoad keeps it listed");
+        assert_eq!(d.max_result_size, 9);
+        assert!(d.description.contains("rm"));
+
+        let long = "x".repeat(70);
+        let t = tool(json!({"name": long, "inputSchema": {"type": "object"}}));
+        assert!(matches!(
+            descriptor("fs", &t, "1", false),
+            Err(LoadError::InvalidDescriptor { .. })
+        ));
+    }
+
+    #[test]
+    fn results_are_mapped_bounded_and_errors_kept() {
+        let r: CallToolResult = serde_json::from_value(json!({"content": [
+            {"type": "text", "text": "a\u{1b}[31mb"},
+            {"type": "image", "data": "aGk=", "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "file:///x", "name": "x"}],
+            "structuredContent": {"n": 1}}))
+        .unwrap();
+        let out = output(r.clone(), 1 << 20).unwrap();
+        assert_eq!(
+            out.content[0],
+            ContentBlock::Text("ab".into()),
+            "the escape sequence is gone"
+        );
+        assert_eq!(
+            out.content[1],
+            ContentBlock::Image {
+                mime_type: "image/png".into(),
+                data: b"hi".to_vec()
+            }
+        );
+        assert_eq!(out.structured, Some(json!({"n": 1})));
+        assert_eq!(output(r, 8).unwrap_err().class, ErrorClass::OutputLimit);
+
+        let r: CallToolResult = serde_json::from_value(
+            json!({"content": [{"type": "text", "text": "no"}], "isError": true}),
+        )
+        .unwrap();
+        let e = output(r, 100).unwrap_err();
+        assert_eq!((e.class, e.message.as_str()), (ErrorClass::ToolError, "no"));
+    }
+}

@@ -1,0 +1,340 @@
+//! External MCP servers mounted as tools: `tests/mcp/echo_server.py` (the
+//! official Python `mcp` SDK; `.ci/run` installs it) started by the host,
+//! its tools listed as `mcp__echo__*`, and called through the pipeline and
+//! the executor: asked about (not sandboxed), validated, cancelled at the
+//! server, timed out, with progress, and with only the environment granted.
+
+use airlock_host::config::{McpServerConfig, ToolConfig};
+use airlock_host::tool::ProgressSink;
+use airlock_host::{
+    Airlock, CallControl, Config, ErrorClass, PermissionAnswer, PermissionMode, SafetyFlags,
+    ToolOrigin, ToolUse,
+};
+use airlock_tests::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The Python interpreter itself (`python3` may be a wrapper script, such
+/// as pyenv's, that adds variables of its own).
+fn python() -> String {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let out = std::process::Command::new("python3")
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .expect("python3 runs (with `pip install mcp==2.3.0`)");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .clone()
+}
+
+fn server(args: &[&str]) -> McpServerConfig {
+    let script = format!("{}/mcp/echo_server.py", env!("CARGO_MANIFEST_DIR"));
+    McpServerConfig {
+        command: python(),
+        args: std::iter::once(script)
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect(),
+        env: BTreeMap::from([("ECHO_KEY".to_string(), "1".to_string())]),
+        cwd: None,
+        enabled: None,
+        defer_loading: false,
+        startup_timeout_ms: None,
+    }
+}
+
+fn config_with(ws: &Path, servers: &[(&str, McpServerConfig)]) -> Config {
+    let mut config = workspace_config(ws);
+    for (name, server) in servers {
+        config.mcp_servers.insert(name.to_string(), server.clone());
+    }
+    config
+}
+
+#[tokio::test]
+async fn a_servers_tools_are_mounted_and_ask_before_they_run() {
+    let ws = workspace(&[]);
+    let prompter = ScriptedPrompter::new(vec![PermissionAnswer::Allow, PermissionAnswer::Allow]);
+    let airlock = airlock(config_with(ws.path(), &[("echo", server(&[]))]))
+        .await
+        .with_prompter(prompter.clone());
+    let failed = |a: &Airlock| -> Vec<String> {
+        let failures = a.registry().failures().iter();
+        failures
+            .filter(|f| matches!(f.origin, ToolOrigin::Mcp(_)))
+            .map(|f| f.to_string())
+            .collect()
+    };
+    assert!(failed(&airlock).is_empty(), "{:?}", failed(&airlock));
+    let names: Vec<String> = airlock
+        .registry()
+        .entries()
+        .iter()
+        .map(|e| e.descriptor().name.clone())
+        .filter(|n| n.starts_with("mcp__"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "mcp__echo__add",
+            "mcp__echo__echo",
+            "mcp__echo__env",
+            "mcp__echo__fail",
+            "mcp__echo__slow",
+            "mcp__echo__where"
+        ]
+    );
+    let echo = airlock.registry().get("mcp__echo__echo").unwrap();
+    assert_eq!(echo.tool.origin(), &ToolOrigin::Mcp("echo".into()));
+    assert!(echo.descriptor().flags.contains(SafetyFlags::READ_ONLY));
+    assert!(
+        airlock
+            .registry()
+            .get("mcp__echo__slow")
+            .unwrap()
+            .descriptor()
+            .flags
+            .contains(SafetyFlags::DESTRUCTIVE),
+        "no annotations: destructive by MCP's default"
+    );
+
+    let mut cx = airlock.context();
+    let r = call(&airlock, &mut cx, "mcp__echo__echo", json!({"text": "hi"})).await;
+    assert_eq!(ok_text(&r), "echo: hi");
+    let asked = prompter.asked.lock().unwrap().clone();
+    assert_eq!(
+        asked.len(),
+        1,
+        "a read-only tool outside the sandbox still asks"
+    );
+    assert!(
+        asked[0].reason.contains("outside the sandbox"),
+        "{}",
+        asked[0].reason
+    );
+
+    let r = call(&airlock, &mut cx, "mcp__echo__echo", json!({"text": 7})).await;
+    assert_eq!(
+        err(&r).class,
+        ErrorClass::InvalidInput,
+        "the server's schema is checked first"
+    );
+    assert_eq!(prompter.asked.lock().unwrap().len(), 1);
+
+    let r = call(
+        &airlock,
+        &mut cx,
+        "mcp__echo__fail",
+        json!({"reason": "out of cheese"}),
+    )
+    .await;
+    assert_eq!(err(&r).class, ErrorClass::ToolError);
+    assert!(
+        err(&r).message.contains("out of cheese"),
+        "{}",
+        err(&r).message
+    );
+
+    let r = call(&airlock, &mut cx, "mcp__echo__env", json!({})).await;
+    assert_eq!(
+        err(&r).class,
+        ErrorClass::PermissionDenied,
+        "the scripted answers ran out: denied"
+    );
+}
+
+#[tokio::test]
+async fn rules_modes_and_the_environment_apply_to_a_server() {
+    let ws = workspace(&[]);
+    let mut config = config_with(ws.path(), &[("echo", server(&[]))]);
+    config.permissions.allow = vec!["mcp__echo__env".into(), "mcp__echo__where".into()];
+    config.permissions.deny = vec!["mcp__echo__fail".into()];
+    let airlock = airlock(config.clone()).await;
+    let mut cx = airlock.context();
+    assert!(
+        cx.tools().get("mcp__echo__fail").is_none(),
+        "a bare deny hides the tool"
+    );
+
+    let r = call(&airlock, &mut cx, "mcp__echo__env", json!({})).await;
+    let names: Vec<String> = ok_text(&r).split(',').map(String::from).collect();
+    assert!(names.contains(&"ECHO_KEY".to_string()), "{names:?}");
+    let allowed = ["ECHO_KEY", "PATH", "HOME", "LC_CTYPE"];
+    assert!(
+        names.iter().all(|n| allowed.contains(&n.as_str())),
+        "only the granted environment reaches the server: {names:?}"
+    );
+    let r = call(&airlock, &mut cx, "mcp__echo__where", json!({})).await;
+    assert_eq!(
+        ok_text(&r),
+        canonical(ws.path()),
+        "it runs in the workspace"
+    );
+
+    let plan = Config {
+        permissions: airlock_host::pipeline::permissions::PermissionsConfig {
+            default_mode: PermissionMode::Plan,
+            ..Default::default()
+        },
+        ..config.clone()
+    };
+    let planning = airlock.with_config(plan).await.unwrap();
+    let mut cx = planning.context();
+    let r = call(&planning, &mut cx, "mcp__echo__echo", json!({"text": "x"})).await;
+    assert_eq!(
+        err(&r).class,
+        ErrorClass::PermissionDenied,
+        "plan mode does not take an unsandboxed read-only hint on trust (it asks; nobody answers)"
+    );
+
+    let mut off = config.clone();
+    off.mcp_servers.get_mut("echo").unwrap().enabled = Some(false);
+    let off = airlock.with_config(off).await.unwrap();
+    assert!(off.registry().get("mcp__echo__echo").is_none());
+    assert!(
+        off.registry()
+            .failures()
+            .iter()
+            .all(|f| !matches!(f.origin, ToolOrigin::Mcp(_)))
+    );
+}
+
+#[tokio::test]
+async fn a_call_is_cancelled_at_the_server_timed_out_and_reports_progress() {
+    let ws = workspace(&[]);
+    let marker = ws.path().join("marker");
+    let mut config = config_with(ws.path(), &[("echo", server(&[marker.to_str().unwrap()]))]);
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    let airlock = airlock(config.clone()).await;
+
+    let executor = airlock.executor(airlock.context());
+    executor.add(ToolUse::new(
+        "slow",
+        "mcp__echo__slow",
+        json!({"seconds": 60}),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&marker).unwrap_or_default() != "running" {
+        assert!(
+            Instant::now() < deadline,
+            "the server never started the call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled = Instant::now();
+    executor.cancel("slow");
+    let (results, _) = executor.finish().await;
+    assert_eq!(err(&results[0]).class, ErrorClass::Cancelled);
+    assert!(cancelled.elapsed() < Duration::from_secs(5));
+    while std::fs::read_to_string(&marker).unwrap_or_default() != "cancelled" {
+        assert!(
+            cancelled.elapsed() < Duration::from_secs(10),
+            "the server was not told: {:?}",
+            std::fs::read_to_string(&marker)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let quick = grant(
+        config,
+        "mcp__echo__slow",
+        ToolConfig {
+            timeout_ms: Some(300),
+            ..ToolConfig::default()
+        },
+    );
+    let quick = airlock.with_config(quick).await.unwrap();
+    let mut cx = quick.context();
+    let (progress, mut events) = ProgressSink::channel(8);
+    let control = CallControl {
+        progress,
+        ..CallControl::default()
+    };
+    let started = Instant::now();
+    let r = quick
+        .call_with(
+            &mut cx,
+            ToolUse::new("t", "mcp__echo__slow", json!({"seconds": 30})),
+            control,
+        )
+        .await;
+    assert_eq!(err(&r).class, ErrorClass::Timeout);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let event = events
+        .try_recv()
+        .expect("the server's progress came through");
+    assert_eq!(
+        (event.message.as_str(), event.fraction),
+        ("halfway", Some(0.5))
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_listed_with_its_reason() {
+    let ws = workspace(&[]);
+    let missing = McpServerConfig {
+        command: "/nonexistent/mcp-server".into(),
+        ..server(&[])
+    };
+    let silent = McpServerConfig {
+        command: "sleep".into(),
+        args: vec!["30".into()],
+        startup_timeout_ms: Some(300),
+        ..server(&[])
+    };
+    let started = Instant::now();
+    let airlock: Airlock = airlock(config_with(
+        ws.path(),
+        &[("missing", missing), ("silent", silent)],
+    ))
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let failures: Vec<String> = airlock
+        .registry()
+        .failures()
+        .iter()
+        .filter(|f| matches!(f.origin, ToolOrigin::Mcp(_)))
+        .map(|f| f.to_string())
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0].contains("MCP server `missing`") && failures[0].contains("cannot start"),
+        "{failures:?}"
+    );
+    assert!(failures[1].contains("within 300 ms"), "{failures:?}");
+    assert!(
+        airlock.registry().get("read").is_some(),
+        "the other tools still load"
+    );
+}
+
+#[tokio::test]
+async fn a_deferred_servers_tools_are_found_by_tool_search() {
+    let ws = workspace(&[]);
+    let deferred = McpServerConfig {
+        defer_loading: true,
+        ..server(&[])
+    };
+    let mut config = config_with(ws.path(), &[("echo", deferred)]);
+    config.permissions.allow = vec!["mcp__echo".into()];
+    let airlock = airlock(config).await;
+    let mut cx = airlock.context();
+    let search = cx
+        .tools()
+        .get("tool_search")
+        .expect("offered: tools are deferred");
+    assert!(search.descriptor().prompt.contains("mcp__echo__add"));
+    let r = call(
+        &airlock,
+        &mut cx,
+        "tool_search",
+        json!({"query": "add two integers"}),
+    )
+    .await;
+    assert!(ok_text(&r).contains("mcp__echo__add"), "{}", ok_text(&r));
+    let r = call(&airlock, &mut cx, "mcp__echo__add", json!({"a": 2, "b": 3})).await;
+    assert!(ok_text(&r).contains('5'), "{}", ok_text(&r));
+}
