@@ -5,7 +5,8 @@ Every figure is measured in this run next to its baseline: criterion
 benches under host/benches/ (medians from target/criterion), the `live`
 bench for tail latency and memory, and hyperfine for whole processes
 (cold start, grep against ripgrep). Needs python3, hyperfine and ripgrep
-(installed with cargo and pip when missing) and the rust-src component
+(installed with cargo and pip when missing), the Python `mcp` SDK (the
+external server of the `dynamic` bench; pip) and the rust-src component
 (the grep corpus; added with rustup when missing).
 """
 
@@ -42,7 +43,11 @@ def run(cmd, capture=False, env=None, cwd=ROOT):
 
 
 def ensure_tools():
-    """hyperfine, ripgrep and rust-src, installed when missing."""
+    """hyperfine, ripgrep, rust-src and the Python `mcp` SDK (the external
+    MCP server of the `dynamic` bench), installed when missing."""
+    probe = subprocess.run(["python3", "-c", "import mcp"], capture_output=True)
+    if probe.returncode != 0:
+        run(["python3", "-m", "pip", "install", "--quiet", "mcp==2.3.0"])
     if not shutil.which("hyperfine"):
         run(["cargo", "install", "--locked", "hyperfine"])
     if not real_rg():
@@ -145,7 +150,7 @@ def machine():
 def main():
     corpus, rg = ensure_tools()
 
-    benches = ["overhead", "scheduler", "epoch", "streaming", "grep", "mcp_stdio"]
+    benches = ["overhead", "scheduler", "epoch", "streaming", "grep", "mcp_stdio", "dynamic"]
     cmd = ["cargo", "bench", "-p", "airlock-host"]
     for b in benches:
         cmd += ["--bench", b]
@@ -223,6 +228,11 @@ def main():
     mcp_executor = criterion_median("mcp_call", "in_process_session_executor_sleep_0")
     mcp_start = criterion_median("mcp_start", "tools_list")
     mcp_spawn = criterion_median("mcp_start", "spawn_bin_true")
+    search_fn = criterion_median("tool_search", "index_and_search_1000_deferred")
+    search_call = criterion_median("tool_search", "call_1000_deferred")
+    search_sleep = criterion_median("tool_search", "call_sleep_0")
+    mounted_call = criterion_median("mcp_client", "airlock_call_echo")
+    raw_call = criterion_median("mcp_client", "raw_jsonrpc_echo")
     cancel = live["cancel_latency"]
     rss = live["live_calls_rss"]
 
@@ -286,6 +296,12 @@ def main():
         ("8d", "MCP over stdio: process start to the `tools/list` reply, cache warm", "≤ 30 ms",
          ms(mcp_start), f"spawn `/bin/true`: {ms(mcp_spawn)}", f"{mcp_start / mcp_spawn:.0f}×",
          mcp_start <= 0.030, None),
+        ("9", "`tool_search` over 1,000 deferred tools (BM25), a call through the pipeline",
+         "reported", us(search_call), f"a `sleep` call: {us(search_sleep)}",
+         f"{search_call / search_sleep:.1f}×; building the index and searching: {us(search_fn)}", True, None),
+        ("9b", "A tool of an external MCP server (Python SDK), a call through the pipeline",
+         "reported", us(mounted_call), f"the server driven directly: {us(raw_call)}",
+         f"+{us(mounted_call - raw_call)}", True, None),
     ]
 
     limits = {

@@ -130,7 +130,8 @@ impl Airlock {
         let old = self.grants.config();
         let same_sources = config.bundled_tools == old.bundled_tools
             && config.effective_tool_dirs() == old.effective_tool_dirs()
-            && config.mcp_servers == old.mcp_servers;
+            && config.mcp_servers == old.mcp_servers
+            && (config.mcp_servers.is_empty() || config.workspace == old.workspace);
         if !same_sources || &config.limits != self.engine.limits() {
             return self.loaded_under(config).await;
         }

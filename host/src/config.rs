@@ -73,10 +73,15 @@ pub struct Config {
     pub tool_search: ToolSearchMode,
     /// Claude Code settings files (`.claude/settings.json`) whose
     /// permission rules, mode and hooks are merged in, in order (see
-    /// [`crate::settings`]). They are read when the configuration is parsed;
-    /// [`crate::settings::merge`] adds one to a configuration built in code.
+    /// [`crate::settings`]). They are read when the configuration is parsed
+    /// (and moved to `merged_settings`); a configuration built in code
+    /// merges one with [`crate::settings::merge`]. One left here is refused
+    /// by [`crate::Grants::from_config`], never silently skipped.
     #[serde(default)]
     pub settings: Vec<PathBuf>,
+    /// The settings files merged in, in order.
+    #[serde(skip)]
+    pub merged_settings: Vec<PathBuf>,
     /// External MCP servers (stdio) whose tools are mounted as
     /// `mcp__NAME__TOOL` (see [`McpServerConfig`]). They run outside the
     /// sandbox, so their calls ask in the default mode.
@@ -85,10 +90,11 @@ pub struct Config {
 }
 
 /// An external MCP server, started as a child process speaking MCP on its
-/// stdin and stdout (`[mcp_servers.NAME]`; the keys of a `.mcp.json`
-/// entry). It is not sandboxed: it runs with the user's rights, so only
-/// configure servers you trust, and its calls are asked about in the
-/// default mode.
+/// stdin and stdout (`[mcp_servers.NAME]`, with the `command`, `args` and
+/// `env` of a `.mcp.json` stdio entry). It is not sandboxed: it runs with
+/// the user's rights, so only configure servers you trust; its calls are
+/// asked about unless a rule allows them (or the mode bypasses
+/// permissions).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
@@ -98,7 +104,7 @@ pub struct McpServerConfig {
     #[serde(default)]
     pub args: Vec<String>,
     /// Its environment: only `PATH`, `HOME` and these are passed (the
-    /// host's own environment is not).
+    /// host's own environment is not; `${VAR}` is not expanded).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Its working directory (default: the workspace, else Airlock's).
@@ -153,6 +159,7 @@ impl Default for Config {
             cache_dir: None,
             tool_search: ToolSearchMode::Auto,
             settings: Vec::new(),
+            merged_settings: Vec::new(),
             mcp_servers: BTreeMap::new(),
         }
     }

@@ -53,6 +53,13 @@ impl Grants {
     /// and refuses grants that point into `/proc`, `/sys` or `/dev`, or that
     /// nest under a writable grant (a tool could swap the inner root).
     pub fn from_config(config: &Config) -> Result<Grants, LoadError> {
+        if let Some(file) = config.settings.first() {
+            return Err(LoadError::Grants(format!(
+                "the settings file {} was never merged: settings files are read when airlock.toml \
+                 is parsed (Config::from_toml), or merged with settings::merge",
+                file.display()
+            )));
+        }
         let workspace = match &config.workspace {
             Some(path) => Some(Arc::new(open_mount(path, None)?)),
             None => None,

@@ -38,8 +38,7 @@ use crate::pipeline::permissions::{PermissionAnswer, PermissionPrompter, Permiss
 use crate::pipeline::{ToolResult, ToolUse};
 use crate::registry::{Entry, Registry, SourceStamp};
 use crate::sanitize::{self, Sink};
-use crate::tool::{ContentBlock, ProgressEvent, ToolOrigin};
-use crate::tool_search;
+use crate::tool::{ContentBlock, ProgressEvent};
 use async_trait::async_trait;
 use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult,
@@ -259,19 +258,16 @@ impl Session {
     }
 }
 
-/// What `tools/list` shows: every tool, except that while `tool_search` is
-/// offered, a deferred tool is left out until a search finds it (the
-/// search's prompt names it).
+/// What `tools/list` shows: every tool, except that a deferred tool is left
+/// out until a search finds it (`tool_search`'s prompt names it; without
+/// the search in view, the registry defers nothing).
 fn listed<'r>(tools: &'r Registry, found: &HashSet<String>) -> Vec<&'r Arc<Entry>> {
-    let searchable = tools
-        .get(tool_search::NAME)
-        .is_some_and(|e| e.tool.origin() == &ToolOrigin::Builtin);
     tools
         .entries()
         .into_iter()
         .filter(|e| {
             let d = e.descriptor();
-            !searchable || !d.defer_loading || found.contains(&d.name)
+            !d.defer_loading || found.contains(&d.name)
         })
         .collect()
 }

@@ -15,14 +15,17 @@
 //!   the host's whole environment, and is killed when the last of its
 //!   tools is dropped (`kill_on_drop`);
 //! - a call is bounded by the tool's time limit and by
-//!   `limits.output_bytes`; a cancelled or timed-out call is cancelled at
-//!   the server (`notifications/cancelled`); text from the server is
-//!   sanitised like a guest's;
+//!   `limits.output_bytes`; a call that ends without the server's answer
+//!   (cancelled, timed out, or its future dropped) is cancelled at the
+//!   server (`notifications/cancelled`); text from the server is
+//!   sanitised like a guest's; its stderr is drained and logged;
 //! - a server that fails to start, or a tool whose name or schema is not
 //!   usable, is a load failure with its reason, never silently dropped.
 
 use crate::config::{Config, McpServerConfig};
-use crate::descriptor::{DEFAULT_MAX_RESULT_SIZE, Descriptor, SafetyFlags};
+use crate::descriptor::{
+    DEFAULT_MAX_RESULT_SIZE, Descriptor, MAX_RESULT_SIZE_CEILING, SafetyFlags,
+};
 use crate::error::{CallError, ErrorClass, LoadError};
 use crate::sanitize::{self, Sink};
 use crate::tool::{ContentBlock, Invocation, ProgressEvent, Tool, ToolOrigin, ToolOutput};
@@ -41,7 +44,7 @@ use serde_json::{Map, Value};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncReadExt;
 
 /// How long a server may take to start and list its tools, by default.
 const DEFAULT_STARTUP: Duration = Duration::from_secs(30);
@@ -145,12 +148,14 @@ async fn start(
     max_output: usize,
 ) -> Result<(Vec<McpTool>, Vec<LoadError>), LoadError> {
     if name.is_empty()
+        || name.contains("__")
         || !name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
         return Err(LoadError::McpServer(format!(
-            "the server name {name:?} may use only letters, digits, `_` and `-`"
+            "the server name {name:?} may use only letters, digits, `_` and `-`, and no `__` \
+             (which separates the server from the tool in `mcp__SERVER__TOOL`)"
         )));
     }
     let mut command = tokio::process::Command::new(&config.command);
@@ -169,14 +174,7 @@ async fn start(
         .spawn()
         .map_err(|e| LoadError::McpServer(format!("cannot start {:?}: {e}", config.command)))?;
     if let Some(stderr) = stderr {
-        let server = name.to_string();
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let line = sanitize::clean_capped(&line, Sink::Line, 500);
-                tracing::debug!(%server, "stderr: {line}");
-            }
-        });
+        tokio::spawn(drain_stderr(name.to_string(), stderr));
     }
     let handler = Handler {
         progress: ProgressDispatcher::new(),
@@ -281,12 +279,10 @@ fn descriptor(
     d.defer_loading = defer && meta("anthropic/alwaysLoad") != Some(&Value::Bool(true));
     d.max_result_size = meta("anthropic/maxResultSizeChars")
         .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-        .unwrap_or(DEFAULT_MAX_RESULT_SIZE);
-    d.version = match text(version, 64) {
-        v if v.trim().is_empty() => "unknown".into(),
-        v => v,
-    };
+        .map_or(DEFAULT_MAX_RESULT_SIZE, |n| {
+            n.clamp(1, u64::from(MAX_RESULT_SIZE_CEILING)) as u32
+        });
+    d.version = version_of(version);
     let problems = d.problems();
     if !problems.is_empty() {
         return Err(LoadError::InvalidDescriptor {
@@ -295,6 +291,50 @@ fn descriptor(
         });
     }
     Ok(d)
+}
+
+/// A server's version as a descriptor's: one line, at most 64 bytes
+/// (cut at a character boundary), `unknown` when empty.
+fn version_of(version: &str) -> String {
+    let line = sanitize::clean(version, Sink::Line).text;
+    let mut end = line.len().min(64);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    match line[..end].trim() {
+        "" => "unknown".into(),
+        v => v.to_string(),
+    }
+}
+
+/// Reads a server's stderr to its end (so the server never blocks on a
+/// full pipe or dies of a closed one), logging each line, cleaned and cut
+/// at 500 characters; bytes past 4 KiB of one line are dropped.
+async fn drain_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+    const LINE: usize = 4096;
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let log = |line: &[u8]| {
+        let text = String::from_utf8_lossy(line);
+        let text = sanitize::clean_capped(&text, Sink::Line, 500);
+        tracing::debug!(%server, "stderr: {text}");
+    };
+    while let Ok(n) = stderr.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        for piece in chunk[..n].split_inclusive(|&b| b == b'\n') {
+            let room = LINE.saturating_sub(line.len());
+            line.extend_from_slice(&piece[..piece.len().min(room)]);
+            if piece.ends_with(b"\n") {
+                log(&line);
+                line.clear();
+            }
+        }
+    }
+    if !line.is_empty() {
+        log(&line);
+    }
 }
 
 /// The flags MCP's annotations hint at: `readOnlyHint` (default false)
@@ -325,6 +365,31 @@ fn flags(tool: &rmcp::model::Tool) -> SafetyFlags {
         flags |= SafetyFlags::REQUIRES_USER_INTERACTION;
     }
     flags
+}
+
+/// A request the server has not answered: when the call ends without the
+/// answer (cancelled, timed out, or its future dropped by the caller), the
+/// server is sent `notifications/cancelled`, so it stops the work and the
+/// client forgets the request.
+struct Pending {
+    /// The connection, until the answer arrived.
+    peer: Option<rmcp::Peer<RoleClient>>,
+    id: rmcp::model::RequestId,
+    reason: &'static str,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let (Some(peer), Ok(runtime)) = (self.peer.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let param =
+            CancelledNotificationParam::new(Some(self.id.clone()), Some(self.reason.into()));
+        runtime.spawn(async move {
+            let _ = peer.notify_cancelled(param).await;
+        });
+    }
 }
 
 #[async_trait]
@@ -358,7 +423,11 @@ impl Tool for McpTool {
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
             .map_err(lost)?;
-        let id = handle.id.clone();
+        let mut pending = Pending {
+            peer: Some(peer.clone()),
+            id: handle.id.clone(),
+            reason: "abandoned by the caller",
+        };
         let mut progress = server
             .progress
             .subscribe(handle.progress_token.clone())
@@ -368,27 +437,23 @@ impl Tool for McpTool {
         let deadline = tokio::time::sleep(invocation.grants.timeout);
         tokio::pin!(deadline);
         let cancel = invocation.cancel.clone();
-        let stop = |reason: &str| {
-            let peer = peer.clone();
-            let param = CancelledNotificationParam::new(Some(id.clone()), Some(reason.into()));
-            tokio::spawn(async move {
-                let _ = peer.notify_cancelled(param).await;
-            });
-        };
         let result = loop {
             tokio::select! {
-                r = &mut response => break r.map_err(lost)?,
+                r = &mut response => {
+                    pending.peer = None;
+                    break r.map_err(lost)?;
+                }
                 Some(p) = progress.next() => invocation.progress.send(ProgressEvent {
                     tool_use_id: invocation.tool_use_id.clone(),
                     message: sanitize::clean_capped(p.message.as_deref().unwrap_or("working"), Sink::Line, 200),
                     fraction: p.total.filter(|t| *t > 0.0).map(|t| (p.progress / t).clamp(0.0, 1.0) as f32),
                 }),
                 () = cancel.cancelled() => {
-                    stop("cancelled by the user");
+                    pending.reason = "cancelled by the user";
                     return Err(CallError::cancelled("the call was cancelled"));
                 }
                 () = &mut deadline => {
-                    stop("timed out");
+                    pending.reason = "timed out";
                     return Err(CallError::new(
                         ErrorClass::Timeout,
                         format!("the MCP server did not answer within {} ms", invocation.grants.timeout.as_millis()),
@@ -525,6 +590,13 @@ mod tests {
         assert!(!d.defer_loading, "alwaysLoad keeps it listed");
         assert_eq!(d.max_result_size, 9);
         assert!(d.description.contains("rm"));
+
+        assert_eq!(version_of(&"é".repeat(40)), "é".repeat(32));
+        assert_eq!(version_of(" \n"), "unknown");
+        let t = tool(json!({"name": "big", "inputSchema": {"type": "object"},
+            "_meta": {"anthropic/maxResultSizeChars": 9_000_000}}));
+        let d = descriptor("fs", &t, "1", false).unwrap();
+        assert_eq!(d.max_result_size, MAX_RESULT_SIZE_CEILING);
 
         let long = "x".repeat(70);
         let t = tool(json!({"name": long, "inputSchema": {"type": "object"}}));

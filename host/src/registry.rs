@@ -307,6 +307,18 @@ impl Registry {
 
     fn register(&mut self, loaded: &Loaded, grants: ToolGrants) -> Result<(), LoadError> {
         let d = loaded.tool.descriptor();
+        let from_mcp = matches!(loaded.tool.origin(), ToolOrigin::Mcp(_));
+        if let Some(name) = std::iter::once(&d.name)
+            .chain(&d.aliases)
+            .find(|n| n.starts_with("mcp__") != from_mcp)
+        {
+            return Err(LoadError::InvalidDescriptor {
+                tool: d.name.clone(),
+                problems: vec![format!(
+                    "the name {name:?}: names starting with `mcp__` belong to the tools of MCP servers, and theirs only"
+                )],
+            });
+        }
         for name in std::iter::once(&d.name).chain(&d.aliases) {
             if let Some(&i) = self.index.get(name) {
                 let other = &self.entries[i];
@@ -340,29 +352,70 @@ impl Registry {
     }
 
     /// Offers the built-in `tool_search` as `mode` says (`auto`: when some
-    /// tool is deferred), replacing any built-in already registered, so its
-    /// prompt names the deferred tools of this registry.
+    /// tool is deferred), replacing one already registered, then settles
+    /// deferral (see [`Registry::view`]). The search itself is never
+    /// deferred, whatever the configuration says.
     pub fn offer_tool_search(&mut self, mode: ToolSearchMode, grants: &Grants) {
-        let builtin = |tool: &Arc<dyn Tool>| tool.origin() == &ToolOrigin::Builtin;
-        self.loaded.retain(|l| !builtin(&l.tool));
-        self.entries.retain(|e| !builtin(&e.tool));
+        self.loaded.retain(|l| !is_search(&l.tool));
+        self.entries.retain(|e| !is_search(&e.tool));
         self.reindex();
         let wanted = match mode {
             ToolSearchMode::On => true,
             ToolSearchMode::Off => false,
             ToolSearchMode::Auto => self.entries.iter().any(|e| e.descriptor().defer_loading),
         };
-        if !wanted {
+        if wanted {
+            let result = grants.for_tool(tool_search::NAME).and_then(|mut g| {
+                if !g.enabled {
+                    return Ok(());
+                }
+                g.defer_loading = None;
+                self.add(Arc::new(ToolSearch::new(self)), g)
+            });
+            if let Err(error) = result {
+                self.fail(ToolOrigin::Builtin, tool_search::NAME, error);
+            }
+        }
+        self.settle_search();
+    }
+
+    /// Keeps deferral and the search agreeing: with `tool_search` in this
+    /// registry, its prompt names the deferred tools here (a view names
+    /// only what its agent may call); without it, nothing is deferred, since
+    /// a deferred tool could never be found.
+    fn settle_search(&mut self) {
+        let search = self
+            .index
+            .get(tool_search::NAME)
+            .copied()
+            .filter(|&i| is_search(&self.entries[i].tool));
+        if let Some(i) = search {
+            let fresh: Arc<dyn Tool> = Arc::new(ToolSearch::new(self));
+            let old = &self.entries[i];
+            self.entries[i] = Arc::new(Entry {
+                tool: fresh,
+                overridden: None,
+                grants: old.grants.clone(),
+                input_validator: old.input_validator.clone(),
+                output_validator: old.output_validator.clone(),
+            });
             return;
         }
-        let result = grants.for_tool(tool_search::NAME).and_then(|g| {
-            if !g.enabled {
-                return Ok(());
+        for entry in &mut self.entries {
+            let d = entry.descriptor();
+            if d.defer_loading {
+                let listed = Descriptor {
+                    defer_loading: false,
+                    ..d.clone()
+                };
+                *entry = Arc::new(Entry {
+                    tool: entry.tool.clone(),
+                    overridden: Some(Arc::new(listed)),
+                    grants: entry.grants.clone(),
+                    input_validator: entry.input_validator.clone(),
+                    output_validator: entry.output_validator.clone(),
+                });
             }
-            self.add(Arc::new(ToolSearch::new(self)), g)
-        });
-        if let Err(error) = result {
-            self.fail(ToolOrigin::Builtin, tool_search::NAME, error);
         }
     }
 
@@ -393,8 +446,11 @@ impl Registry {
         &self.failures
     }
 
-    /// A registry with only the tools `keep` accepts (for a sub-agent).
-    /// The tools themselves are shared, not reloaded.
+    /// A registry with only the tools `keep` accepts (for a sub-agent, or
+    /// an agent's context without the tools a bare deny rule hides). The
+    /// tools themselves are shared, not reloaded; `tool_search`'s prompt
+    /// names only the deferred tools in the view, and without the search
+    /// in the view nothing in it is deferred.
     ///
     /// ```
     /// # use airlock_host::Registry;
@@ -421,8 +477,14 @@ impl Registry {
             failures: self.failures.clone(),
         };
         view.reindex();
+        view.settle_search();
         view
     }
+}
+
+/// Whether `tool` is the built-in `tool_search`.
+fn is_search(tool: &Arc<dyn Tool>) -> bool {
+    tool.origin() == &ToolOrigin::Builtin && tool.descriptor().name == tool_search::NAME
 }
 
 /// The tools of the configured MCP servers, and the servers or tools that

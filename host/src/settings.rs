@@ -8,8 +8,10 @@
 //! overrides an earlier one; airlock.toml's own `default_mode` overrides
 //! the files it lists, a file given with `--settings` overrides
 //! airlock.toml, and `--mode` overrides all), `hooks.PreToolUse` and
-//! `hooks.PostToolUse` with `command` handlers (appended), and
-//! `disableAllHooks`.
+//! `hooks.PostToolUse` with `command` handlers (appended). A path rule
+//! anchored at the project (`Read(/src/**)`, `Edit(/x)`) is anchored at
+//! the settings file's project: the directory holding its `.claude`
+//! directory (else the file's own directory).
 //!
 //! Anything a settings file says about tools that Airlock does not do is an
 //! error naming the key and what to do instead: other hook types (`http`,
@@ -17,11 +19,13 @@
 //! `args`, tool events Airlock does not run (`PostToolUseFailure`,
 //! `PermissionRequest`, `PermissionDenied`), the `auto` mode,
 //! `additionalDirectories` (directories are granted in airlock.toml),
-//! and settings about MCP servers or Claude Code's own sandbox. Silently
-//! skipping any of them could let a call through that the user's settings
-//! stop. Keys about the rest of the agent (the model, the status line,
-//! hooks of non-tool events such as `Stop`) are not Airlock's to apply and
-//! are returned as notes.
+//! `disableAllHooks: true` (a settings file does not switch off the
+//! operator's hooks), settings about MCP servers or Claude Code's own
+//! sandbox, and any key Airlock does not know (a misspelt `permissions`
+//! must not drop the rules in it). Silently skipping any of them could let
+//! a call through that the user's settings stop. Known keys about the rest
+//! of the agent (the model, the status line, hooks of non-tool events such
+//! as `Stop`) are not Airlock's to apply and are returned as notes.
 
 use crate::config::{Config, ConfigError};
 use crate::pipeline::hooks::HookMatcher;
@@ -72,6 +76,47 @@ const UNSUPPORTED_EVENTS: &[&str] = &[
     "PermissionDenied",
 ];
 
+/// Claude Code settings about the rest of the agent, not its tools: left
+/// to it.
+const AGENT_KEYS: &[&str] = &[
+    "model",
+    "availableModels",
+    "env",
+    "apiKeyHelper",
+    "awsAuthRefresh",
+    "awsCredentialExport",
+    "otelHeadersHelper",
+    "cleanupPeriodDays",
+    "companyAnnouncements",
+    "forceLoginMethod",
+    "forceLoginOrgUUID",
+    "includeCoAuthoredBy",
+    "includeGitInstructions",
+    "attribution",
+    "outputStyle",
+    "statusLine",
+    "subagentStatusLine",
+    "spinnerTipsEnabled",
+    "spinnerVerbs",
+    "alwaysThinkingEnabled",
+    "theme",
+    "language",
+    "autoUpdates",
+    "autoUpdatesChannel",
+    "enabledPlugins",
+    "extraKnownMarketplaces",
+    "feedbackSurveyRate",
+    "respectGitignore",
+    "fileSuggestion",
+    "plansDirectory",
+    "showTurnDuration",
+    "terminalProgressBarEnabled",
+    "verbose",
+    "preferredNotifChannel",
+    "promptSuggestionEnabled",
+    "teammateMode",
+];
+
 /// Hook events of the agent loop, not of tool calls: not Airlock's.
 const AGENT_EVENTS: &[&str] = &[
     "SessionStart",
@@ -107,12 +152,11 @@ struct Settings {
     mode: Option<PermissionMode>,
     pre_tool_use: Vec<HookMatcher>,
     post_tool_use: Vec<HookMatcher>,
-    disable_all_hooks: bool,
 }
 
 /// Merges the Claude Code settings file at `path` into `config` (see the
 /// module docs for what is read and what is refused), and records it in
-/// `config.settings`. Returns notes on what was left to the agent (keys
+/// `config.merged_settings`. Returns notes on what was left to the agent (keys
 /// that are not about tools).
 ///
 /// ```
@@ -139,7 +183,16 @@ pub fn merge(config: &mut Config, path: &Path) -> Result<Vec<String>, ConfigErro
     let value: Value =
         serde_json::from_str(&text).map_err(|e| fail(format!("not a JSON settings file: {e}")))?;
     let mut notes = Vec::new();
-    let settings = read(&value, &mut notes).map_err(fail)?;
+    let mut settings = read(&value, &mut notes).map_err(fail)?;
+    let project = project_of(path);
+    for rule in settings
+        .allow
+        .iter_mut()
+        .chain(&mut settings.ask)
+        .chain(&mut settings.deny)
+    {
+        *rule = anchored(rule, &project);
+    }
     let p = &mut config.permissions;
     p.allow.extend(settings.allow);
     p.ask.extend(settings.ask);
@@ -147,16 +200,9 @@ pub fn merge(config: &mut Config, path: &Path) -> Result<Vec<String>, ConfigErro
     if let Some(mode) = settings.mode {
         p.default_mode = mode;
     }
-    let hooks = &mut config.hooks;
-    if settings.disable_all_hooks {
-        hooks.pre_tool_use.clear();
-        hooks.post_tool_use.clear();
-        notes.push("disableAllHooks: the hooks configured so far are off".into());
-    } else {
-        hooks.pre_tool_use.extend(settings.pre_tool_use);
-        hooks.post_tool_use.extend(settings.post_tool_use);
-    }
-    config.settings.push(path.to_path_buf());
+    config.hooks.pre_tool_use.extend(settings.pre_tool_use);
+    config.hooks.post_tool_use.extend(settings.post_tool_use);
+    config.merged_settings.push(path.to_path_buf());
     Ok(notes
         .into_iter()
         .map(|n| format!("{}: {n}", path.display()))
@@ -174,16 +220,28 @@ fn read(value: &Value, notes: &mut Vec<String>) -> Result<Settings, String> {
             "$schema" => {}
             "permissions" => read_permissions(value, &mut settings)?,
             "hooks" => read_hooks(value, &mut settings, notes)?,
-            "disableAllHooks" => {
-                settings.disable_all_hooks = value
-                    .as_bool()
-                    .ok_or("disableAllHooks: must be true or false")?;
-            }
+            "disableAllHooks" => match value.as_bool() {
+                Some(false) => {}
+                Some(true) => {
+                    return Err(
+                        "disableAllHooks: a settings file cannot switch off Airlock's hooks; \
+                                remove the hooks you do not want instead"
+                            .into(),
+                    );
+                }
+                None => return Err("disableAllHooks: must be true or false".into()),
+            },
+            k if AGENT_KEYS.contains(&k) => ignored.push(k),
             _ => match UNSUPPORTED_TOP.iter().find(|(k, _)| k == key) {
                 Some((_, instead)) => {
                     return Err(format!("{key}: not supported by Airlock ({instead})"));
                 }
-                None => ignored.push(key.as_str()),
+                None => {
+                    return Err(format!(
+                        "{key}: not a setting Airlock knows; if it is misspelt, what it holds \
+                         would be lost, so fix or remove it"
+                    ));
+                }
             },
         }
     }
@@ -221,6 +279,33 @@ fn read_permissions(value: &Value, settings: &mut Settings) -> Result<(), String
         }
     }
     Ok(())
+}
+
+/// The project a settings file belongs to: the directory holding its
+/// `.claude` directory, else the file's own directory.
+fn project_of(path: &Path) -> std::path::PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    if dir.file_name().is_some_and(|n| n == ".claude") {
+        dir.parent().map_or(dir.clone(), Path::to_path_buf)
+    } else {
+        dir
+    }
+}
+
+/// A `Read(/path)` or `Edit(/path)` rule (anchored at the project) with its
+/// path made absolute (`//project/path`); other rules as they are.
+fn anchored(rule: &str, project: &Path) -> String {
+    for family in ["Read(", "Edit("] {
+        if let Some(rest) = rule.trim().strip_prefix(family)
+            && rest.starts_with('/')
+            && !rest.starts_with("//")
+        {
+            let root = project.to_string_lossy();
+            return format!("{family}/{}{rest}", root.trim_end_matches('/'));
+        }
+    }
+    rule.to_string()
 }
 
 fn mode(value: &Value, at: &str) -> Result<PermissionMode, String> {
@@ -371,7 +456,8 @@ mod tests {
                                                      "timeout": 60, "statusMessage": "Checking"}]}],
                           "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]},
                 "model": "opus",
-                "statusLine": {"type": "command", "command": "x"}
+                "statusLine": {"type": "command", "command": "x"},
+                "disableAllHooks": false
             }),
             &mut notes,
         )
@@ -392,6 +478,25 @@ mod tests {
             notes.iter().any(|n| n.contains("model, statusLine")),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn project_anchored_path_rules_are_anchored_at_the_settings_project() {
+        let root = Path::new("/home/u/proj");
+        assert_eq!(
+            anchored("Read(/src/**)", root),
+            "Read(//home/u/proj/src/**)"
+        );
+        assert_eq!(anchored("Edit(/x.ts)", root), "Edit(//home/u/proj/x.ts)");
+        assert_eq!(anchored("Read(//etc/**)", root), "Read(//etc/**)");
+        assert_eq!(anchored("Read(./.env)", root), "Read(./.env)");
+        assert_eq!(anchored("Bash(/bin/ls *)", root), "Bash(/bin/ls *)");
+        let dir = tempfile::tempdir().unwrap();
+        let claude = dir.path().join(".claude");
+        std::fs::create_dir(&claude).unwrap();
+        let project = dir.path().canonicalize().unwrap();
+        assert_eq!(project_of(&claude.join("settings.json")), project);
+        assert_eq!(project_of(&dir.path().join("s.json")), project);
     }
 
     #[test]
@@ -440,6 +545,14 @@ mod tests {
             (
                 json!({"sandbox": {"enabled": true}}),
                 "sandbox: not supported",
+            ),
+            (
+                json!({"permission": {"deny": ["Read"]}}),
+                "permission: not a setting Airlock knows",
+            ),
+            (
+                json!({"disableAllHooks": true}),
+                "cannot switch off Airlock's hooks",
             ),
             (json!([1]), "must be a JSON object"),
         ];

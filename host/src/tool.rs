@@ -86,8 +86,9 @@ pub enum ToolOrigin {
 
 impl ToolOrigin {
     /// Whether the tool runs inside the wasm sandbox (or is a host
-    /// built-in that reaches nothing outside the host). Calls of a tool
-    /// that is not sandboxed ask in the default and plan modes.
+    /// built-in that reaches nothing outside the host). A tool that is not
+    /// sandboxed asks in the default, acceptEdits and plan modes (unless a
+    /// rule allows it), whatever its flags claim.
     pub fn sandboxed(&self) -> bool {
         !matches!(self, ToolOrigin::Native | ToolOrigin::Mcp(_))
     }

@@ -36,18 +36,15 @@ const MAX_PATTERN: usize = 200;
 pub struct ToolSearch {
     descriptor: Descriptor,
     origin: ToolOrigin,
+    /// The BM25 index of the deferred tools of the view this instance
+    /// serves (each view gets its own instance), built on first use.
+    index: std::sync::OnceLock<Index>,
 }
 
 impl ToolSearch {
     /// The tool, with a prompt naming the deferred tools of `registry`.
     pub fn new(registry: &Registry) -> ToolSearch {
-        let deferred: Vec<&str> = registry
-            .entries()
-            .into_iter()
-            .map(|e| e.descriptor())
-            .filter(|d| d.defer_loading)
-            .map(|d| d.name.as_str())
-            .collect();
+        let deferred: Vec<&str> = deferred(registry).iter().map(|d| d.name.as_str()).collect();
         let mut d = Descriptor::new(
             NAME,
             "Finds deferred tools by keyword, regular expression or name and loads their full definitions, so they can be called.",
@@ -93,6 +90,7 @@ impl ToolSearch {
         ToolSearch {
             descriptor: d,
             origin: ToolOrigin::Builtin,
+            index: std::sync::OnceLock::new(),
         }
     }
 }
@@ -116,7 +114,8 @@ impl Tool for ToolSearch {
         let limit = input["limit"].as_u64().unwrap_or(5).clamp(1, MAX_LIMIT) as usize;
         let regex = input["mode"].as_str() == Some("regex");
         let tools = &invocation.context.tools;
-        let found = search(tools, query, regex, limit)?;
+        let index = self.index.get_or_init(|| Index::of(&deferred(tools)));
+        let found = search_with(tools, query, regex, limit, Some(index))?;
         Ok(output(tools, query, &found))
     }
 }
@@ -152,30 +151,55 @@ pub fn search<'r>(
     regex: bool,
     limit: usize,
 ) -> Result<Vec<&'r Descriptor>, CallError> {
+    search_with(tools, query, regex, limit, None)
+}
+
+/// [`search`], ranking with `index` (of `tools`' deferred tools) when given.
+fn search_with<'r>(
+    tools: &'r Registry,
+    query: &str,
+    regex: bool,
+    limit: usize,
+    index: Option<&Index>,
+) -> Result<Vec<&'r Descriptor>, CallError> {
     if let Some(names) = query.strip_prefix("select:") {
-        return Ok(names
-            .split(',')
-            .filter_map(|n| tools.get(n.trim()))
-            .map(|e| e.descriptor())
-            .filter(|d| d.name != NAME)
-            .take(limit)
-            .collect());
+        let mut found: Vec<&Descriptor> = Vec::new();
+        for d in names.split(',').filter_map(|n| tools.get(n.trim())) {
+            let d = d.descriptor();
+            if d.name != NAME && !found.iter().any(|f| f.name == d.name) {
+                found.push(d);
+            }
+        }
+        found.truncate(limit);
+        return Ok(found);
     }
-    let deferred: Vec<&Descriptor> = tools
-        .entries()
-        .into_iter()
-        .map(|e| e.descriptor())
-        .filter(|d| d.defer_loading && d.name != NAME)
-        .collect();
     if regex {
         let pattern = regex_of(query)?;
-        return Ok(deferred
+        return Ok(deferred(tools)
             .into_iter()
             .filter(|d| fields(d).iter().any(|(text, _)| pattern.is_match(text)))
             .take(limit)
             .collect());
     }
-    Ok(bm25(&deferred, query, limit))
+    let index = match index {
+        Some(index) => index,
+        None => &Index::of(&deferred(tools)),
+    };
+    Ok(index
+        .rank(query, limit)
+        .into_iter()
+        .filter_map(|name| tools.get(name).map(|e| e.descriptor()))
+        .collect())
+}
+
+/// The deferred tools of `tools`, by name.
+fn deferred(tools: &Registry) -> Vec<&Descriptor> {
+    tools
+        .entries()
+        .into_iter()
+        .map(|e| e.descriptor())
+        .filter(|d| d.defer_loading && d.name != NAME)
+        .collect()
 }
 
 fn regex_of(query: &str) -> Result<regex::Regex, CallError> {
@@ -193,15 +217,18 @@ fn regex_of(query: &str) -> Result<regex::Regex, CallError> {
         })
 }
 
-/// The searchable text of a tool, each with its weight: the name counts
-/// three times as much as the rest.
+/// The searchable text of a tool, each with its weight: the name and
+/// aliases count three times, a title of its own twice, the description,
+/// the prompt (when it says more) and the arguments' names and
+/// descriptions once.
 fn fields(d: &Descriptor) -> Vec<(String, f64)> {
-    let mut out = vec![
-        (d.name.clone(), 3.0),
-        (d.title.clone(), 2.0),
-        (d.description.clone(), 1.0),
-        (d.prompt.clone(), 1.0),
-    ];
+    let mut out = vec![(d.name.clone(), 3.0), (d.description.clone(), 1.0)];
+    if d.title != d.name {
+        out.push((d.title.clone(), 2.0));
+    }
+    if d.prompt != d.description {
+        out.push((d.prompt.clone(), 1.0));
+    }
     out.extend(d.aliases.iter().map(|a| (a.clone(), 3.0)));
     if let Some(props) = d.input_schema["properties"].as_object() {
         for (arg, schema) in props {
@@ -240,14 +267,21 @@ fn words(text: &str) -> Vec<String> {
     out
 }
 
-/// Okapi BM25 (k1 = 1.2, b = 0.75) over each tool's weighted fields; ties
-/// in name order. Tools that match no word are left out.
-fn bm25<'d>(docs: &[&'d Descriptor], query: &str, limit: usize) -> Vec<&'d Descriptor> {
-    const K1: f64 = 1.2;
-    const B: f64 = 0.75;
-    let terms: Vec<(HashMap<String, f64>, f64)> = docs
-        .iter()
-        .map(|d| {
+/// An inverted Okapi BM25 index (k1 = 1.2, b = 0.75) of tools' weighted
+/// fields, built once: for each term, the tools that have it with its
+/// weighted frequency; each tool's weighted length.
+struct Index {
+    names: Vec<String>,
+    lens: Vec<f64>,
+    postings: HashMap<String, Vec<(usize, f64)>>,
+    avg: f64,
+}
+
+impl Index {
+    fn of(docs: &[&Descriptor]) -> Index {
+        let mut postings: HashMap<String, Vec<(usize, f64)>> = HashMap::new();
+        let mut lens = Vec::with_capacity(docs.len());
+        for (i, d) in docs.iter().enumerate() {
             let mut tf: HashMap<String, f64> = HashMap::new();
             let mut len = 0.0;
             for (text, weight) in fields(d) {
@@ -256,32 +290,49 @@ fn bm25<'d>(docs: &[&'d Descriptor], query: &str, limit: usize) -> Vec<&'d Descr
                     len += weight;
                 }
             }
-            (tf, len)
-        })
-        .collect();
-    let n = docs.len() as f64;
-    let avg = terms.iter().map(|(_, len)| len).sum::<f64>() / n.max(1.0);
-    let mut query_words = words(query);
-    query_words.sort();
-    query_words.dedup();
-    let mut scored: Vec<(f64, &Descriptor)> = docs
-        .iter()
-        .zip(&terms)
-        .filter_map(|(d, (tf, len))| {
-            let score: f64 = query_words
-                .iter()
-                .filter_map(|q| {
-                    let f = *tf.get(q)?;
-                    let df = terms.iter().filter(|(t, _)| t.contains_key(q)).count() as f64;
-                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                    Some(idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg.max(1.0))))
-                })
-                .sum();
-            (score > 0.0).then_some((score, *d))
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    scored.into_iter().take(limit).map(|(_, d)| d).collect()
+            for (term, f) in tf {
+                postings.entry(term).or_default().push((i, f));
+            }
+            lens.push(len);
+        }
+        let avg = lens.iter().sum::<f64>() / (lens.len().max(1) as f64);
+        Index {
+            names: docs.iter().map(|d| d.name.clone()).collect(),
+            lens,
+            postings,
+            avg,
+        }
+    }
+
+    /// The names of the best `limit` tools for `query`, best first; ties in
+    /// name order. Tools that match no word are left out.
+    fn rank(&self, query: &str, limit: usize) -> Vec<&str> {
+        const K1: f64 = 1.2;
+        const B: f64 = 0.75;
+        let n = self.names.len() as f64;
+        let mut query_words = words(query);
+        query_words.sort();
+        query_words.dedup();
+        let mut scores: HashMap<usize, f64> = HashMap::new();
+        for q in &query_words {
+            let Some(posting) = self.postings.get(q) else {
+                continue;
+            };
+            let df = posting.len() as f64;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for &(i, f) in posting {
+                let norm = K1 * (1.0 - B + B * self.lens[i] / self.avg.max(1.0));
+                *scores.entry(i).or_default() += idf * f * (K1 + 1.0) / (f + norm);
+            }
+        }
+        let mut scored: Vec<(f64, &str)> = scores
+            .into_iter()
+            .filter(|(_, score)| *score > 0.0)
+            .map(|(i, score)| (score, self.names[i].as_str()))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        scored.into_iter().take(limit).map(|(_, d)| d).collect()
+    }
 }
 
 /// A tool's definition as `tool_search` returns it.
@@ -291,13 +342,7 @@ pub fn definition(d: &Descriptor) -> Value {
 
 fn output(tools: &Registry, query: &str, found: &[&Descriptor]) -> ToolOutput {
     if found.is_empty() {
-        let deferred: Vec<&str> = tools
-            .entries()
-            .into_iter()
-            .map(|e| e.descriptor())
-            .filter(|d| d.defer_loading && d.name != NAME)
-            .map(|d| d.name.as_str())
-            .collect();
+        let deferred: Vec<&str> = deferred(tools).iter().map(|d| d.name.as_str()).collect();
         return ToolOutput::text(format!(
             "No deferred tool matches {query:?}. Deferred tools: {}.",
             if deferred.is_empty() {
@@ -348,17 +393,13 @@ mod tests {
         let forecast = tool("forecast", "The weather forecast for the next days.");
         let stocks = tool("stock_price", "Share prices for a ticker.");
         let docs = [&weather, &forecast, &stocks];
-        let names = |q: &str| -> Vec<String> {
-            bm25(&docs, q, 5)
-                .into_iter()
-                .map(|d| d.name.clone())
-                .collect()
-        };
+        let index = Index::of(&docs);
+        let names = |q: &str| -> Vec<&str> { index.rank(q, 5) };
         assert_eq!(names("weather"), ["get_weather", "forecast"]);
         assert_eq!(names("forecast weather"), ["forecast", "get_weather"]);
         assert_eq!(names("ticker price"), ["stock_price"]);
         assert!(names("nothing here").is_empty());
-        assert_eq!(bm25(&docs, "weather", 1).len(), 1);
+        assert_eq!(index.rank("weather", 1).len(), 1);
     }
 
     #[test]

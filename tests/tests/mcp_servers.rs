@@ -238,6 +238,38 @@ async fn a_call_is_cancelled_at_the_server_timed_out_and_reports_progress() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
+    // A call whose future is dropped (an embedder's own timeout) is
+    // cancelled at the server too.
+    std::fs::write(&marker, "").unwrap();
+    let mut cx = airlock.context();
+    {
+        let slow = ToolUse::new("dropped", "mcp__echo__slow", json!({"seconds": 60}));
+        let call = airlock.call(&mut cx, slow);
+        tokio::pin!(call);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            tokio::select! {
+                r = &mut call => panic!("the call finished: {:?}", r.outcome),
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+            if std::fs::read_to_string(&marker).unwrap_or_default() == "running" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server never started the call"
+            );
+        }
+    }
+    let dropped = Instant::now();
+    while std::fs::read_to_string(&marker).unwrap_or_default() != "cancelled" {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(10),
+            "the server was not told of the dropped call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     let quick = grant(
         config,
         "mcp__echo__slow",
@@ -286,11 +318,12 @@ async fn a_server_that_cannot_start_is_listed_with_its_reason() {
         ..server(&[])
     };
     let started = Instant::now();
-    let airlock: Airlock = airlock(config_with(
-        ws.path(),
-        &[("missing", missing), ("silent", silent)],
-    ))
-    .await;
+    let servers = [
+        ("a__b", server(&[])),
+        ("missing", missing),
+        ("silent", silent),
+    ];
+    let airlock: Airlock = airlock(config_with(ws.path(), &servers)).await;
     assert!(started.elapsed() < Duration::from_secs(10));
     let failures: Vec<String> = airlock
         .registry()
@@ -299,12 +332,13 @@ async fn a_server_that_cannot_start_is_listed_with_its_reason() {
         .filter(|f| matches!(f.origin, ToolOrigin::Mcp(_)))
         .map(|f| f.to_string())
         .collect();
-    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    assert!(failures[0].contains("no `__`"), "{failures:?}");
     assert!(
-        failures[0].contains("MCP server `missing`") && failures[0].contains("cannot start"),
+        failures[1].contains("MCP server `missing`") && failures[1].contains("cannot start"),
         "{failures:?}"
     );
-    assert!(failures[1].contains("within 300 ms"), "{failures:?}");
+    assert!(failures[2].contains("within 300 ms"), "{failures:?}");
     assert!(
         airlock.registry().get("read").is_some(),
         "the other tools still load"
@@ -337,4 +371,24 @@ async fn a_deferred_servers_tools_are_found_by_tool_search() {
     assert!(ok_text(&r).contains("mcp__echo__add"), "{}", ok_text(&r));
     let r = call(&airlock, &mut cx, "mcp__echo__add", json!({"a": 2, "b": 3})).await;
     assert!(ok_text(&r).contains('5'), "{}", ok_text(&r));
+}
+
+#[tokio::test]
+async fn only_a_servers_tools_may_take_mcp_names() {
+    let grants = airlock_host::grants::ToolGrants::nothing(&airlock_host::Limits::default());
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let impostor = airlock_tests::fake::FakeTool::new(
+        "mcp__github__merge",
+        SafetyFlags::READ_ONLY,
+        airlock_host::InterruptBehavior::Cancel,
+        log,
+    );
+    let mut registry = airlock_host::Registry::new();
+    let e = registry
+        .add(std::sync::Arc::new(impostor), grants)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("belong to the tools of MCP servers"),
+        "{e}"
+    );
 }

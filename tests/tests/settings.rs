@@ -53,31 +53,36 @@ async fn the_settings_files_rules_mode_and_hooks_apply() {
         ("notes.txt", "n"),
     ]);
     std::fs::create_dir(ws.path().join("out")).unwrap();
+    let claude = ws.path().join(".claude");
+    std::fs::create_dir(&claude).unwrap();
+    let settings = settings(&claude);
     let dir = tempfile::tempdir().unwrap();
-    let settings = settings(dir.path());
     let toml = format!(
         "workspace = {:?}\nsettings = [{:?}]\n[permissions]\ndeny = [\"ls\"]\n",
         ws.path(),
         settings
     );
     let config = Config::from_toml(&toml, Some(dir.path())).unwrap();
-    assert_eq!(config.permissions.default_mode, PermissionMode::Default);
     assert_eq!(
         config.permissions.deny,
         ["ls", "Read(./.env)", "WebFetch(domain:*.example.com)"]
     );
-    let prompter = ScriptedPrompter::new(vec![
-        PermissionAnswer::Allow,
-        PermissionAnswer::Deny(Some("not now".into())),
-    ]);
+    let root = canonical(ws.path());
+    assert_eq!(
+        config.permissions.ask[0],
+        format!("Edit(/{root}/src/**/*.ts)"),
+        "anchored at the project holding .claude/"
+    );
+    assert_eq!(config.merged_settings, std::slice::from_ref(&settings));
+    let prompter = ScriptedPrompter::new(vec![PermissionAnswer::Allow]);
     let airlock = airlock(config).await.with_prompter(prompter.clone());
     let mut cx = airlock.context();
     assert!(
         cx.tools().get("ls").is_none(),
         "airlock.toml's bare deny still hides ls"
     );
-    let root = canonical(ws.path());
     let at = |rel: &str| format!("{root}/{rel}");
+    let asked = || prompter.asked.lock().unwrap().len();
 
     let r = call(&airlock, &mut cx, "read", json!({"file_path": at(".env")})).await;
     assert_eq!(err(&r).class, ErrorClass::PermissionDenied);
@@ -89,10 +94,7 @@ async fn the_settings_files_rules_mode_and_hooks_apply() {
     )
     .await;
     assert!(ok_text(&r).contains("let a"));
-    assert!(
-        prompter.asked.lock().unwrap().is_empty(),
-        "a read goes ahead in default mode"
-    );
+    assert_eq!(asked(), 0, "a read goes ahead in default mode");
     let r = call(
         &airlock,
         &mut cx,
@@ -101,19 +103,10 @@ async fn the_settings_files_rules_mode_and_hooks_apply() {
     )
     .await;
     ok_text(&r);
-    assert_eq!(
-        prompter.asked.lock().unwrap().len(),
-        1,
-        "the Read ask rule asked"
-    );
+    assert_eq!(asked(), 1, "the Read ask rule asked");
 
-    let r = call(
-        &airlock,
-        &mut cx,
-        "write",
-        json!({"file_path": at("out/x.txt"), "content": "x"}),
-    )
-    .await;
+    let write = |rel: &str| json!({"file_path": at(rel), "content": "x"});
+    let r = call(&airlock, &mut cx, "write", write("out/x.txt")).await;
     ok_text(&r);
     assert_eq!(
         r.additional_context,
@@ -121,18 +114,11 @@ async fn the_settings_files_rules_mode_and_hooks_apply() {
         "the PostToolUse hook ran"
     );
     assert_eq!(
-        prompter.asked.lock().unwrap().len(),
+        asked(),
         1,
-        "the allow rule let it through"
+        "the allow rule let the write through in default mode"
     );
-
-    let r = call(
-        &airlock,
-        &mut cx,
-        "write",
-        json!({"file_path": at("out/frozen.txt"), "content": "x"}),
-    )
-    .await;
+    let r = call(&airlock, &mut cx, "write", write("out/frozen.txt")).await;
     assert_eq!(err(&r).class, ErrorClass::PermissionDenied);
     assert!(
         err(&r).message.contains("frozen files stay"),
@@ -141,17 +127,35 @@ async fn the_settings_files_rules_mode_and_hooks_apply() {
     );
     assert!(!ws.path().join("out/frozen.txt").exists());
 
+    // In acceptEdits (airlock.toml's own mode, over the file's `default`),
+    // edits go ahead unasked, except where the Edit ask rule says otherwise.
+    let toml = format!("{toml}default_mode = \"acceptEdits\"\n");
+    let config = Config::from_toml(&toml, Some(dir.path())).unwrap();
+    assert_eq!(config.permissions.default_mode, PermissionMode::AcceptEdits);
+    let prompter = ScriptedPrompter::new(vec![]);
+    let airlock = airlock
+        .with_config(config)
+        .await
+        .unwrap()
+        .with_prompter(prompter.clone());
+    let mut cx = airlock.context();
+    let r = call(&airlock, &mut cx, "write", write("notes.txt")).await;
+    ok_text(&r);
+    assert!(prompter.asked.lock().unwrap().is_empty());
     let r = call(
         &airlock,
         &mut cx,
-        "edit",
-        json!({"file_path": at("src/a.ts"), "old_string": "1", "new_string": "2"}),
+        "read",
+        json!({"file_path": at("src/a.ts")}),
     )
     .await;
+    ok_text(&r);
+    let edit = json!({"file_path": at("src/a.ts"), "old_string": "1", "new_string": "2"});
+    let r = call(&airlock, &mut cx, "edit", edit).await;
     assert_eq!(err(&r).class, ErrorClass::PermissionDenied);
     assert_eq!(
         prompter.asked.lock().unwrap().len(),
-        2,
+        1,
         "the Edit ask rule asked"
     );
     assert_eq!(

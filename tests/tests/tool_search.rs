@@ -162,6 +162,12 @@ async fn the_search_sees_only_the_callers_view_and_follows_its_gate() {
     };
     let off: Airlock = airlock.with_config(off).await.unwrap();
     assert!(off.registry().get(NAME).is_none());
+    let cx = off.context();
+    let entries = cx.tools().entries();
+    assert!(
+        entries.iter().all(|e| !e.descriptor().defer_loading),
+        "without the search nothing is deferred: it could never be found"
+    );
     let nothing_deferred = workspace_config(ws.path());
     let auto = airlock.with_config(nothing_deferred).await.unwrap();
     assert!(
@@ -175,4 +181,31 @@ async fn the_search_sees_only_the_callers_view_and_follows_its_gate() {
     let on = airlock.with_config(on).await.unwrap();
     assert!(on.registry().get(NAME).is_some());
     assert_eq!(on.registry().len(), auto.registry().len() + 1);
+}
+
+#[tokio::test]
+async fn deferring_every_tool_never_defers_the_search_and_a_deny_hides_it_from_the_prompt() {
+    let ws = workspace(&[]);
+    let config = deferring(workspace_config(ws.path()), &["*"]);
+    let mut config = grant(
+        config,
+        "read",
+        ToolConfig {
+            defer_loading: Some(false),
+            ..ToolConfig::default()
+        },
+    );
+    config.permissions.deny = vec!["grep".into()];
+    let airlock = airlock(config).await;
+    let cx = airlock.context();
+    let search = cx.tools().get(NAME).unwrap().descriptor();
+    assert!(!search.defer_loading, "the search itself is never deferred");
+    assert!(cx.tools().get("glob").unwrap().descriptor().defer_loading);
+    assert!(!cx.tools().get("read").unwrap().descriptor().defer_loading);
+    assert!(search.prompt.contains("glob"), "{}", search.prompt);
+    assert!(
+        !search.prompt.contains("grep"),
+        "a tool a bare deny hides is not named: {}",
+        search.prompt
+    );
 }

@@ -7,7 +7,8 @@
 //! API's `response.function_call_arguments.*` events, keyed by item id)
 //! and [`ChatStream`] (Chat Completions' `delta.tool_calls` fragments, by
 //! index): arguments are accumulated and parsed only once a call is
-//! complete.
+//! complete. A call's `id` and `name` are taken from its first fragment
+//! that has them (some providers repeat them in every chunk).
 //!
 //! OpenAI's arguments are a JSON *string*; one that does not parse to an
 //! object becomes an invalid call. OpenAI results have no error flag, so a
@@ -85,6 +86,13 @@ impl ResponsesStream {
             _ => None,
         }
     }
+
+    /// The calls still open when the stream ended early, in no particular
+    /// order: each answered as its arguments stand (an invalid call when
+    /// they were cut off).
+    pub fn finish(&mut self) -> Vec<Assembled> {
+        self.open.drain().map(|(_, p)| p.finish()).collect()
+    }
 }
 
 /// Assembles tool calls from a Chat Completions stream: each chunk's
@@ -95,6 +103,9 @@ impl ResponsesStream {
 #[derive(Debug, Default)]
 pub struct ChatStream {
     open: BTreeMap<u64, Partial>,
+    /// The lowest index a fragment may still have: every call below it is
+    /// complete.
+    next: u64,
 }
 
 impl ChatStream {
@@ -115,14 +126,26 @@ impl ChatStream {
             .map(Vec::as_slice)
             .unwrap_or_default();
         for fragment in fragments {
-            let Some(index) = fragment.get("index").and_then(Value::as_u64) else {
+            let index = fragment.get("index").and_then(Value::as_u64).unwrap_or(0);
+            if index < self.next {
+                tracing::warn!(
+                    index,
+                    "a fragment of a tool call that was already complete; dropped"
+                );
                 continue;
-            };
+            }
             let earlier: Vec<u64> = self.open.range(..index).map(|(i, _)| *i).collect();
             done.extend(earlier.into_iter().filter_map(|i| self.open.remove(&i)));
+            self.next = index;
             let partial = self.open.entry(index).or_default();
-            partial.id.push_str(text_at(fragment, "/id"));
-            partial.name.push_str(text_at(fragment, "/function/name"));
+            for (field, at) in [
+                (&mut partial.id, "/id"),
+                (&mut partial.name, "/function/name"),
+            ] {
+                if field.is_empty() {
+                    field.push_str(text_at(fragment, at));
+                }
+            }
             partial
                 .arguments
                 .push_str(text_at(fragment, "/function/arguments"));
@@ -351,6 +374,14 @@ mod tests {
                 ("call_b:invalid".to_string(), json!("{\"loc")),
             ]
         );
+
+        let mut cut = ResponsesStream::new();
+        cut.push(&json!({"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_9","call_id":"call_9","name":"ls","arguments":""}}));
+        cut.push(&json!({"type":"response.function_call_arguments.delta","item_id":"fc_9","output_index":0,"delta":"{\"a\":"}));
+        assert_eq!(
+            names(&cut.finish()),
+            [("call_9:invalid".to_string(), json!("{\"a\":"))]
+        );
     }
 
     #[test]
@@ -368,7 +399,7 @@ mod tests {
             Value::Null,
         )));
         calls.extend(stream.push(&chunk(
-            json!({"tool_calls":[{"index":0,"function":{"arguments":"\"/a\"}"}}]}),
+            json!({"tool_calls":[{"index":0,"id":"call_1","function":{"name":"read","arguments":"\"/a\"}"}}]}),
             Value::Null,
         )));
         assert!(calls.is_empty());
@@ -377,6 +408,11 @@ mod tests {
             names(&calls),
             [("call_1:read".to_string(), json!({"file_path": "/a"}))],
             "done when the next began"
+        );
+        let late = json!({"tool_calls":[{"index":0,"function":{"arguments":"x"}}]});
+        assert!(
+            stream.push(&chunk(late, Value::Null)).is_empty(),
+            "call_1 is complete"
         );
         calls.extend(stream.push(&chunk(json!({}), json!("tool_calls"))));
         assert_eq!(names(&calls)[1], ("call_2:ls".to_string(), json!({})));

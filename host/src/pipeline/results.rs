@@ -119,7 +119,7 @@ impl ResultStore {
 }
 
 /// The text of the content blocks that count toward the size limit (images
-/// do not).
+/// and links do not; a tool reference counts its definition).
 fn countable_text(output: &ToolOutput) -> String {
     output
         .content
@@ -129,6 +129,7 @@ fn countable_text(output: &ToolOutput) -> String {
             ContentBlock::Json(v) => {
                 Some(serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()))
             }
+            ContentBlock::ToolReference { .. } => Some(b.to_text()),
             _ => None,
         })
         .collect::<Vec<_>>()
