@@ -183,23 +183,18 @@ impl Registry {
                 error,
             });
         }
-        for (_, origin, result) in results {
-            let prepared = result.and_then(|tool| {
+        let components = results.into_iter().map(|(_, origin, result)| {
+            let tool = result.map(|tool| {
                 let network_imports = tool.network_imports().map(String::from).collect();
-                prepare(Arc::new(tool), network_imports)
+                (Arc::new(tool) as Arc<dyn Tool>, network_imports)
             });
-            match prepared {
-                Ok(l) => loaded.push(Arc::new(l)),
-                Err(error) => load_failures.push(LoadFailure {
-                    origin,
-                    tool: None,
-                    error,
-                }),
-            }
-        }
-        for tool in mounted {
-            let origin = tool.origin().clone();
-            match prepare(tool, Vec::new()) {
+            (origin, tool)
+        });
+        let servers = mounted
+            .into_iter()
+            .map(|tool| (tool.origin().clone(), Ok((tool, Vec::new()))));
+        for (origin, tool) in components.chain(servers) {
+            match tool.and_then(|(tool, network_imports)| prepare(tool, network_imports)) {
                 Ok(l) => loaded.push(Arc::new(l)),
                 Err(error) => load_failures.push(LoadFailure {
                     origin,

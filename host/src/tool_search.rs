@@ -221,20 +221,20 @@ fn regex_of(query: &str) -> Result<regex::Regex, CallError> {
 /// aliases count three times, a title of its own twice, the description,
 /// the prompt (when it says more) and the arguments' names and
 /// descriptions once.
-fn fields(d: &Descriptor) -> Vec<(String, f64)> {
-    let mut out = vec![(d.name.clone(), 3.0), (d.description.clone(), 1.0)];
+fn fields(d: &Descriptor) -> Vec<(&str, f64)> {
+    let mut out = vec![(d.name.as_str(), 3.0), (d.description.as_str(), 1.0)];
     if d.title != d.name {
-        out.push((d.title.clone(), 2.0));
+        out.push((&d.title, 2.0));
     }
     if d.prompt != d.description {
-        out.push((d.prompt.clone(), 1.0));
+        out.push((&d.prompt, 1.0));
     }
-    out.extend(d.aliases.iter().map(|a| (a.clone(), 3.0)));
+    out.extend(d.aliases.iter().map(|a| (a.as_str(), 3.0)));
     if let Some(props) = d.input_schema["properties"].as_object() {
         for (arg, schema) in props {
-            out.push((arg.clone(), 1.0));
+            out.push((arg, 1.0));
             if let Some(text) = schema["description"].as_str() {
-                out.push((text.to_string(), 1.0));
+                out.push((text, 1.0));
             }
         }
     }
@@ -285,7 +285,7 @@ impl Index {
             let mut tf: HashMap<String, f64> = HashMap::new();
             let mut len = 0.0;
             for (text, weight) in fields(d) {
-                for w in words(&text) {
+                for w in words(text) {
                     *tf.entry(w).or_default() += weight;
                     len += weight;
                 }
