@@ -15,6 +15,12 @@
 //!   JSON-RPC line to the same server started on its own, its reply read:
 //!   the server's own cost, measured in the same run. The difference is
 //!   what Airlock adds (rmcp's client, the pipeline).
+//! - `mcp_reload/keeping_server`: `Airlock::reload` with that server
+//!   mounted (and the bundled tools, from the artifact cache): the running
+//!   server is kept and its tools listed again.
+//! - `mcp_reload/restarting_server`: `Airlock::with_config` with the
+//!   server's environment changed, which starts it afresh: the baseline,
+//!   what every reload cost before servers were kept.
 //!
 //! Run with `cargo bench -p airlock-host --bench dynamic` (needs python3
 //! with `pip install mcp==2.3.0`).
@@ -258,7 +264,7 @@ fn mcp_client(c: &mut Criterion) {
         },
     );
     let airlock = runtime
-        .block_on(Airlock::new(config))
+        .block_on(Airlock::new(config.clone()))
         .expect("the host starts");
     let mut cx = airlock.context();
     let input = json!({"text": "hi"});
@@ -288,6 +294,39 @@ fn mcp_client(c: &mut Criterion) {
         b.iter(|| raw.request("tools/call", params.clone()))
     });
     group.finish();
+
+    let mut reload = c.benchmark_group("mcp_reload");
+    reload.sample_size(10);
+    reload.measurement_time(Duration::from_secs(15));
+    let mounted = |a: &Airlock| assert!(a.registry().get("mcp__echo__echo").is_some());
+    reload.bench_function("keeping_server", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    mounted(&airlock.reload().await.expect("it reloads"));
+                }
+                start.elapsed()
+            })
+        })
+    });
+    let mut changed = config;
+    if let Some(echo) = changed.mcp_servers.get_mut("echo") {
+        echo.env.insert("BENCH".into(), "restart".into());
+    }
+    reload.bench_function("restarting_server", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let restarted = airlock.with_config(changed.clone()).await;
+                    mounted(&restarted.expect("it reloads"));
+                }
+                start.elapsed()
+            })
+        })
+    });
+    reload.finish();
 }
 
 criterion_group!(benches, tool_search, mcp_client);

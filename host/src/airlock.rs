@@ -148,15 +148,17 @@ impl Airlock {
 
     /// The same configuration with its tools loaded afresh from their
     /// sources (the tool directories changed). Components already in the
-    /// artifact cache are not recompiled.
+    /// artifact cache are not recompiled, and MCP servers that still run
+    /// are kept (see [`Registry::load_again`]).
     pub async fn reload(&self) -> anyhow::Result<Airlock> {
         self.loaded_under(self.grants.config().clone()).await
     }
 
     async fn loaded_under(&self, config: Config) -> anyhow::Result<Airlock> {
-        Ok(Airlock::new(config)
-            .await?
-            .with_prompter(self.policy.prompter.clone()))
+        let grants = Arc::new(Grants::from_config(&config)?);
+        let engine = Engine::from_config(&config)?;
+        let registry = self.registry.load_again(&engine, &grants).await;
+        Airlock::assemble(engine, grants, registry, self.policy.prompter.clone()).await
     }
 
     /// The tools.

@@ -12,8 +12,15 @@
 //!   `readOnlyHint` schedules its calls in parallel, but cannot let them
 //!   through unasked, since nothing enforces it);
 //! - the child gets only `PATH`, `HOME` and the configured variables, never
-//!   the host's whole environment, and is killed when the last of its
-//!   tools is dropped (`kill_on_drop`);
+//!   the host's whole environment; on Unix it leads a process group of its
+//!   own, and when the last of its tools is dropped (the `Airlock`
+//!   dropped, or a load that did not reuse it), or it failed to start, the
+//!   whole group is killed, so what the server started (`npx`'s node, a
+//!   shell's children) goes with it; elsewhere only the child is
+//!   (`kill_on_drop`);
+//! - a load reuses a server of the previous one ([`Servers`]) only when
+//!   its configuration and working directory are the same and it still
+//!   runs; its tools are then listed again;
 //! - a call is bounded by the tool's time limit and by
 //!   `limits.output_bytes`; a call that ends without the server's answer
 //!   (cancelled, timed out, or its future dropped) is cancelled at the
@@ -38,9 +45,10 @@ use rmcp::model::{
     ProgressNotificationParam, ProtocolVersion, ResourceContents, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +56,8 @@ use tokio::io::AsyncReadExt;
 
 /// How long a server may take to start and list its tools, by default.
 const DEFAULT_STARTUP: Duration = Duration::from_secs(30);
+/// How long a running server may take to list its tools again.
+const RELIST: Duration = Duration::from_secs(5);
 
 /// The client side of one server connection: progress goes to the call
 /// that asked for it.
@@ -82,10 +92,131 @@ impl ClientHandler for Handler {
     }
 }
 
-/// A running server, shared by its tools.
+/// A running server, shared by its tools (and by the next load's, when
+/// it is reused).
 struct Connection {
     service: RunningService<RoleClient, Handler>,
+    /// The server's process; taken when the connection is dropped.
+    process: Option<Process>,
+    /// What it was started from: its configuration and working directory.
+    started_from: (McpServerConfig, Option<PathBuf>),
+    /// The server's version, as its tools' descriptors give it.
+    version: String,
 }
+
+impl Connection {
+    /// Whether the server may still answer: its service loop runs and its
+    /// transport is open (a server that exited closes it, soon after).
+    fn is_running(&self) -> bool {
+        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+    }
+}
+
+impl Drop for Connection {
+    /// Stops the server as MCP asks a client to stop a stdio server: the
+    /// service, dropped next, closes its stdin; then SIGTERM, then
+    /// SIGKILL ([`Process::stop`]). Without a runtime to wait in (or when
+    /// the runtime shuts down first), at once.
+    fn drop(&mut self) {
+        if let Some(process) = self.process.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(process.stop());
+        }
+    }
+}
+
+/// How long a server gets to exit after its stdin closed, then after
+/// SIGTERM.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// A server's child process. On Unix it leads a process group of its own,
+/// and dropping this kills the group (SIGKILL), so what the server started
+/// goes with it; elsewhere, only the child. The group's id cannot be taken
+/// by another group while its leader is unreaped, and on Linux the leader
+/// is not reaped before that kill (its exit is observed with `WNOWAIT`).
+struct Process {
+    child: tokio::process::Child,
+    #[cfg(unix)]
+    leader: Option<nix::unistd::Pid>,
+}
+
+impl Process {
+    fn new(child: tokio::process::Child) -> Process {
+        Process {
+            #[cfg(unix)]
+            leader: child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .map(nix::unistd::Pid::from_raw),
+            child,
+        }
+    }
+
+    /// Waits for the server to exit after its stdin closed, sends its
+    /// group SIGTERM if it has not within [`GRACE`] and waits again; then
+    /// drops it, which kills whatever is left of the group.
+    async fn stop(mut self) {
+        if !self.exits_within(GRACE).await {
+            #[cfg(unix)]
+            self.signal(nix::sys::signal::Signal::SIGTERM);
+            self.exits_within(GRACE).await;
+        }
+    }
+
+    /// Whether the server exits within `time`.
+    #[cfg(target_os = "linux")]
+    async fn exits_within(&mut self, time: Duration) -> bool {
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        let (Some(leader), Some(_)) = (self.leader, self.child.id()) else {
+            return true;
+        };
+        let deadline = tokio::time::Instant::now() + time;
+        loop {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            if !matches!(waitid(Id::Pid(leader), flags), Ok(WaitStatus::StillAlive)) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether the server exits within `time` (reaping it).
+    #[cfg(not(target_os = "linux"))]
+    async fn exits_within(&mut self, time: Duration) -> bool {
+        tokio::time::timeout(time, self.child.wait()).await.is_ok()
+    }
+
+    /// Sends the server's process group `signal`.
+    #[cfg(unix)]
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        if let Some(leader) = self.leader {
+            match nix::sys::signal::killpg(leader, signal) {
+                Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+                Err(e) => tracing::warn!("cannot signal an MCP server's process group: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        self.signal(nix::sys::signal::Signal::SIGKILL);
+        // Then the child is dropped: `kill_on_drop` kills it (elsewhere
+        // than Unix, the only kill) and tokio reaps it.
+    }
+}
+
+/// The servers one load started or reused, by name. The next load (a
+/// reload, or another configuration) reuses those whose configuration and
+/// working directory are unchanged and that still run, listing their tools
+/// again, so a reload neither restarts a server nor loses its state.
+#[derive(Clone, Default)]
+pub struct Servers(BTreeMap<String, Arc<Connection>>);
 
 /// One tool of an external MCP server.
 pub struct McpTool {
@@ -97,9 +228,15 @@ pub struct McpTool {
     max_output: usize,
 }
 
-/// Starts every enabled server in `config` (in parallel) and returns their
-/// tools, and what failed with why. Servers switched off are skipped.
-pub async fn mount(config: &Config) -> (Vec<McpTool>, Vec<(ToolOrigin, LoadError)>) {
+/// What [`mount`] did: the tools, what failed with why, and the servers
+/// behind the tools.
+pub type Mounted = (Vec<McpTool>, Vec<(ToolOrigin, LoadError)>, Servers);
+
+/// Starts every enabled server in `config` (in parallel), or reuses the
+/// one `previous` holds under its name when it was started from the same
+/// configuration and still runs, and returns their tools, what failed with
+/// why, and the servers. Servers switched off are skipped.
+pub async fn mount(config: &Config, previous: &Servers) -> Mounted {
     let mut tasks = tokio::task::JoinSet::new();
     for (i, (name, server)) in config.mcp_servers.iter().enumerate() {
         if server.enabled == Some(false) {
@@ -108,9 +245,28 @@ pub async fn mount(config: &Config) -> (Vec<McpTool>, Vec<(ToolOrigin, LoadError
         }
         let (name, server) = (name.clone(), server.clone());
         let cwd = server.cwd.clone().or_else(|| config.workspace.clone());
+        let from = (server, cwd);
+        let running = previous
+            .0
+            .get(&name)
+            .filter(|c| c.started_from == from && c.is_running())
+            .cloned();
         let max_output = config.limits.output_bytes;
         tasks.spawn(async move {
-            let result = start(&name, &server, cwd, max_output).await;
+            let connected = match running {
+                Some(connection) => match relist(&connection).await {
+                    Ok(listed) => Ok((connection, listed)),
+                    Err(e) => {
+                        tracing::warn!(server = %name, "{e}; starting it again");
+                        connect(&name, from).await
+                    }
+                },
+                None => connect(&name, from).await,
+            };
+            let result = connected.map(|(connection, listed)| {
+                let (tools, failed) = tools_of(&name, &connection, listed, max_output);
+                (connection, tools, failed)
+            });
             (i, name, result)
         });
     }
@@ -124,29 +280,50 @@ pub async fn mount(config: &Config) -> (Vec<McpTool>, Vec<(ToolOrigin, LoadError
     started.sort_by_key(|(i, _, _)| *i);
     let mut tools = Vec::new();
     let mut failures = Vec::new();
+    let mut servers = BTreeMap::new();
     for (_, name, result) in started {
         match result {
-            Ok((mounted, failed)) => {
+            Ok((connection, mounted, failed)) => {
                 tools.extend(mounted);
                 failures.extend(
                     failed
                         .into_iter()
                         .map(|e| (ToolOrigin::Mcp(name.clone()), e)),
                 );
+                servers.insert(name, connection);
             }
             Err(e) => failures.push((ToolOrigin::Mcp(name), e)),
         }
     }
-    (tools, failures)
+    (tools, failures, Servers(servers))
 }
 
-/// Starts one server and describes its tools.
-async fn start(
+/// How long a server may take to start and list its tools.
+fn startup_time(config: &McpServerConfig) -> Duration {
+    config
+        .startup_timeout_ms
+        .map_or(DEFAULT_STARTUP, Duration::from_millis)
+}
+
+/// Lists a running server's tools again, within its startup time but at
+/// most [`RELIST`] (a server that hangs is started afresh).
+async fn relist(connection: &Connection) -> Result<Vec<rmcp::model::Tool>, String> {
+    let within = startup_time(&connection.started_from.0).min(RELIST);
+    match tokio::time::timeout(within, connection.service.list_all_tools()).await {
+        Ok(Ok(listed)) => Ok(listed),
+        Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
+        Err(_) => Err(format!(
+            "tools/list got no answer within {} ms",
+            within.as_millis()
+        )),
+    }
+}
+
+/// Starts one server, and lists its tools.
+async fn connect(
     name: &str,
-    config: &McpServerConfig,
-    cwd: Option<std::path::PathBuf>,
-    max_output: usize,
-) -> Result<(Vec<McpTool>, Vec<LoadError>), LoadError> {
+    (config, cwd): (McpServerConfig, Option<PathBuf>),
+) -> Result<(Arc<Connection>, Vec<rmcp::model::Tool>), LoadError> {
     if name.is_empty()
         || name.contains("__")
         || !name
@@ -159,33 +336,45 @@ async fn start(
         )));
     }
     let mut command = tokio::process::Command::new(&config.command);
-    command.args(&config.args).env_clear().kill_on_drop(true);
+    command
+        .args(&config.args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
     for var in ["PATH", "HOME"] {
         if let Some(value) = std::env::var_os(var) {
             command.env(var, value);
         }
     }
     command.envs(&config.env);
-    if let Some(cwd) = cwd {
+    if let Some(cwd) = &cwd {
         command.current_dir(cwd);
     }
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
+    let mut process = command
         .spawn()
+        .map(Process::new)
         .map_err(|e| LoadError::McpServer(format!("cannot start {:?}: {e}", config.command)))?;
-    if let Some(stderr) = stderr {
-        tokio::spawn(drain_stderr(name.to_string(), stderr));
-    }
+    let child = &mut process.child;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(LoadError::McpServer(
+            "its standard streams were not piped".into(),
+        ));
+    };
+    tokio::spawn(drain_stderr(name.to_string(), stderr));
     let handler = Handler {
         progress: ProgressDispatcher::new(),
         server: name.into(),
     };
-    let startup = config
-        .startup_timeout_ms
-        .map_or(DEFAULT_STARTUP, Duration::from_millis);
+    let startup = startup_time(&config);
     let started = tokio::time::timeout(startup, async {
         let service = handler
-            .serve(transport)
+            .serve((stdout, stdin))
             .await
             .map_err(|e| format!("the MCP handshake failed: {e}"))?;
         let tools = service
@@ -207,11 +396,27 @@ async fn start(
         .peer_info()
         .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
         .unwrap_or_default();
-    let connection = Arc::new(Connection { service });
+    let connection = Connection {
+        service,
+        process: Some(process),
+        started_from: (config, cwd),
+        version,
+    };
+    Ok((Arc::new(connection), listed))
+}
+
+/// A server's listed tools as [`McpTool`]s, and the ones that cannot be.
+fn tools_of(
+    name: &str,
+    connection: &Arc<Connection>,
+    listed: Vec<rmcp::model::Tool>,
+    max_output: usize,
+) -> (Vec<McpTool>, Vec<LoadError>) {
+    let defer = connection.started_from.0.defer_loading;
     let mut tools = Vec::new();
     let mut failures = Vec::new();
     for tool in listed {
-        match descriptor(name, &tool, &version, config.defer_loading) {
+        match descriptor(name, &tool, &connection.version, defer) {
             Ok(d) => tools.push(McpTool {
                 origin: ToolOrigin::Mcp(name.to_string()),
                 remote: tool.name.to_string(),
@@ -222,7 +427,7 @@ async fn start(
             Err(e) => failures.push(e),
         }
     }
-    Ok((tools, failures))
+    (tools, failures)
 }
 
 /// A server's tool as a descriptor: `mcp__SERVER__TOOL` (characters a

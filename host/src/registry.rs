@@ -95,7 +95,17 @@ pub struct Registry {
     entries: Vec<Arc<Entry>>,
     index: HashMap<String, usize>,
     failures: Vec<LoadFailure>,
+    /// The MCP servers behind the loaded tools, for the next load to reuse.
+    servers: Servers,
 }
+
+/// The MCP servers a load started.
+#[cfg(feature = "mcp-client")]
+type Servers = crate::mcp_client::Servers;
+/// Without the MCP client, none.
+#[cfg(not(feature = "mcp-client"))]
+#[derive(Clone, Default)]
+struct Servers;
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -117,6 +127,17 @@ impl Registry {
     /// servers (started meanwhile), then grants them
     /// (see [`Registry::regrant`]).
     pub async fn load(engine: &Engine, grants: &Grants) -> Registry {
+        Registry::new().load_again(engine, grants).await
+    }
+
+    /// Loads like [`Registry::load`], but keeps the MCP servers this
+    /// registry started that still run and whose configuration (and
+    /// working directory) `grants` leaves unchanged: their tools are listed
+    /// again over the same connection, so reloading for a new component
+    /// neither restarts a server nor loses its state. Other servers are
+    /// started, and the ones no longer configured stop when the last
+    /// registry holding their tools is dropped.
+    pub async fn load_again(&self, engine: &Engine, grants: &Grants) -> Registry {
         let config = grants.config();
         let mut sources: Vec<(ToolOrigin, ComponentBytes)> = Vec::new();
         if config.bundled_tools {
@@ -146,7 +167,8 @@ impl Registry {
 
         let servers = tokio::spawn({
             let config = config.clone();
-            async move { mcp_servers(&config).await }
+            let previous = self.servers.clone();
+            async move { mcp_servers(&config, &previous).await }
         });
         let mut tasks = tokio::task::JoinSet::new();
         for (i, (origin, bytes)) in sources.into_iter().enumerate() {
@@ -169,11 +191,11 @@ impl Registry {
         results.sort_by_key(|(i, _, _)| *i);
 
         let mut loaded = Vec::new();
-        let (mounted, failed) = match servers.await {
+        let (mounted, failed, running) = match servers.await {
             Ok(started) => started,
             Err(e) => {
                 tracing::error!("the MCP server loader task failed: {e}");
-                (Vec::new(), Vec::new())
+                (Vec::new(), Vec::new(), Default::default())
             }
         };
         for (origin, error) in failed {
@@ -206,6 +228,7 @@ impl Registry {
         let mut registry = Registry {
             loaded,
             load_failures,
+            servers: running,
             ..Registry::default()
         };
         registry.grant(grants);
@@ -221,6 +244,7 @@ impl Registry {
         let mut registry = Registry {
             loaded: self.loaded.clone(),
             load_failures: self.load_failures.clone(),
+            servers: self.servers.clone(),
             ..Registry::default()
         };
         registry.grant(grants);
@@ -470,6 +494,7 @@ impl Registry {
                 .collect(),
             index: HashMap::new(),
             failures: self.failures.clone(),
+            servers: self.servers.clone(),
         };
         view.reindex();
         view.settle_search();
@@ -482,22 +507,26 @@ fn is_search(tool: &Arc<dyn Tool>) -> bool {
     tool.origin() == &ToolOrigin::Builtin && tool.descriptor().name == tool_search::NAME
 }
 
-/// The tools of the configured MCP servers, and the servers or tools that
-/// failed.
+/// What mounting the MCP servers gave: their tools, the servers or tools
+/// that failed, and the servers.
+type Mounted = (Vec<Arc<dyn Tool>>, Vec<(ToolOrigin, LoadError)>, Servers);
+
+/// The tools of the configured MCP servers (reusing `previous` ones where
+/// they fit), and the servers or tools that failed.
 #[cfg(feature = "mcp-client")]
-async fn mcp_servers(config: &Config) -> (Vec<Arc<dyn Tool>>, Vec<(ToolOrigin, LoadError)>) {
-    let (tools, failed) = crate::mcp_client::mount(config).await;
+async fn mcp_servers(config: &Config, previous: &Servers) -> Mounted {
+    let (tools, failed, servers) = crate::mcp_client::mount(config, previous).await;
     let tools = tools
         .into_iter()
         .map(|t| Arc::new(t) as Arc<dyn Tool>)
         .collect();
-    (tools, failed)
+    (tools, failed, servers)
 }
 
 /// Without the `mcp-client` feature, each configured server is a failure
 /// that says so.
 #[cfg(not(feature = "mcp-client"))]
-async fn mcp_servers(config: &Config) -> (Vec<Arc<dyn Tool>>, Vec<(ToolOrigin, LoadError)>) {
+async fn mcp_servers(config: &Config, _previous: &Servers) -> Mounted {
     let failed = config
         .mcp_servers
         .iter()
@@ -509,7 +538,7 @@ async fn mcp_servers(config: &Config) -> (Vec<Arc<dyn Tool>>, Vec<(ToolOrigin, L
             (ToolOrigin::Mcp(name.clone()), error)
         })
         .collect();
-    (Vec::new(), failed)
+    (Vec::new(), failed, Servers)
 }
 
 /// Checks a tool's descriptor and compiles its schemas.

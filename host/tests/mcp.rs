@@ -94,27 +94,11 @@ fn the_python_sdk_drives_every_feature_over_http_and_many_clients_get_their_own_
 
 #[test]
 fn the_stdio_server_exits_when_stdin_closes_even_with_a_call_running() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::io::Write;
+    use std::time::Duration;
     let home = tempfile::tempdir().unwrap();
-    let mut child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home.path())
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
-    )
-    .unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains(r#""id":1"#), "{line}");
+    let mut server = StdioServer::initialized(home.path(), &[]);
+    let (stdin, line) = (&mut server.stdin, &server.initialized);
     assert!(
         line.contains(r#""protocolVersion":"2025-06-18""#),
         "the client's version is echoed: {line}"
@@ -126,18 +110,14 @@ fn the_stdio_server_exits_when_stdin_closes_even_with_a_call_running() {
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let closed = Instant::now();
+    let StdioServer {
+        mut child,
+        stdin,
+        mut stdout,
+        ..
+    } = server;
     drop(stdin);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if closed.elapsed() > Duration::from_secs(10) {
-            child.kill().unwrap();
-            panic!("the server still runs 10 s after stdin closed");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_of(&mut child, "after stdin closed");
     assert!(status.success(), "{status}");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
@@ -146,4 +126,119 @@ fn the_stdio_server_exits_when_stdin_closes_even_with_a_call_running() {
             .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
         "only protocol messages on stdout: {rest:?}"
     );
+}
+
+/// `airlock mcp` stopped by a signal, as MCP clients stop a stdio server
+/// (SIGTERM), a user does (SIGINT) or a closed terminal does (SIGHUP),
+/// exits with 128 + the signal's number and takes the MCP servers it
+/// started for tools with it, with what they started (`/proc` tells).
+#[cfg(all(feature = "mcp-client", target_os = "linux"))]
+#[test]
+fn a_signal_stops_the_server_and_the_mcp_servers_it_started() {
+    use std::time::{Duration, Instant};
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    let python = String::from_utf8(python.stdout).unwrap().trim().to_string();
+    let script = format!("{}/../tests/mcp/echo_server.py", env!("CARGO_MANIFEST_DIR"));
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let state = stat.rsplit(')').next().unwrap_or_default().trim_start();
+            !state.starts_with(['Z', 'X'])
+        })
+    };
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let home = tempfile::tempdir().unwrap();
+        let pidfile = home.path().join("grandchild");
+        let config = home.path().join("airlock.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "bundled_tools = false\n\
+                 [mcp_servers.echo]\n\
+                 command = {python:?}\n\
+                 args = [{script:?}]\n\
+                 env = {{ ECHO_GRANDCHILD = {:?} }}\n",
+                pidfile.display().to_string()
+            ),
+        )
+        .unwrap();
+        let mut server =
+            StdioServer::initialized(home.path(), &["--config".as_ref(), config.as_ref()]);
+        let grandchild = std::fs::read_to_string(&pidfile).expect("the server started its child");
+        let grandchild = grandchild.trim();
+        assert!(alive(grandchild));
+
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), server.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let stopped = Instant::now();
+        let status = exit_of(&mut server.child, &format!("after SIG{signal}"));
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {status}");
+        while alive(grandchild) {
+            assert!(
+                stopped.elapsed() < Duration::from_secs(10),
+                "SIG{signal}: the MCP server's child {grandchild} outlived airlock"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `airlock ARGS mcp` over piped stdio, past `initialize`.
+struct StdioServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// The reply to `initialize`.
+    initialized: String,
+}
+
+impl StdioServer {
+    fn initialized(home: &Path, args: &[&std::ffi::OsStr]) -> StdioServer {
+        use std::io::{BufRead, Write};
+        use std::process::Stdio;
+        let mut child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home)
+            .args(args)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        )
+        .unwrap();
+        let mut initialized = String::new();
+        stdout.read_line(&mut initialized).unwrap();
+        assert!(initialized.contains(r#""id":1"#), "serving: {initialized}");
+        StdioServer {
+            child,
+            stdin,
+            stdout,
+            initialized,
+        }
+    }
+}
+
+/// Waits up to 10 s for `child` to exit; kills it and fails after.
+fn exit_of(child: &mut std::process::Child, when: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("the server still runs 10 s {when}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -7,9 +7,14 @@ output), `slow` (progress, then sleeps; for cancellation), `fail` (an
 Usage: python3 tests/mcp/echo_server.py [MARKER_FILE]
   MARKER_FILE, when given, holds "running" while `slow` sleeps, then "done",
   or "cancelled" when the client cancelled the call.
+  ECHO_GRANDCHILD, when set, is a file: the server starts a process of its
+  own (`sleep`, as `npx` starts node) and writes its pid there.
+  ECHO_EXITED, when set, is a file the server writes when it exits on its
+  own (stdin closed), not killed.
 """
 
 import os
+import subprocess
 import sys
 
 import anyio
@@ -72,4 +77,16 @@ def where() -> str:
 
 
 if __name__ == "__main__":
+    pidfile = os.environ.get("ECHO_GRANDCHILD")
+    if pidfile:
+        child = subprocess.Popen(
+            ["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        )
+        with open(pidfile + ".tmp", "w") as f:
+            f.write(str(child.pid))
+        os.rename(pidfile + ".tmp", pidfile)
     server.run("stdio")
+    exited = os.environ.get("ECHO_EXITED")
+    if exited:
+        with open(exited, "w") as f:
+            f.write("stdin closed")

@@ -392,3 +392,195 @@ async fn only_a_servers_tools_may_take_mcp_names() {
         "{e}"
     );
 }
+
+/// What a server started dies with it, and reloads keep running servers
+/// (`/proc` tells whether a process lives).
+#[cfg(target_os = "linux")]
+mod processes {
+    use super::*;
+
+    /// Whether a process is alive: it exists and is not a zombie (a killed
+    /// grandchild is re-parented, and may wait a while to be reaped).
+    fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                let state = stat.rsplit(')').next().unwrap_or_default().trim_start();
+                !state.starts_with(['Z', 'X'])
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Waits for the pid a server's process wrote to `file`.
+    async fn pid_in(file: &Path) -> u32 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} was never written",
+                file.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn dies_soon(pid: u32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(pid) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    #[tokio::test]
+    async fn what_a_server_started_is_killed_with_it() {
+        let ws = workspace(&[]);
+        let scratch = tempfile::tempdir().unwrap();
+        let pidfile = scratch.path().join("grandchild");
+        let exited = scratch.path().join("exited");
+        let mut spawner = server(&[]);
+        spawner
+            .env
+            .insert("ECHO_GRANDCHILD".into(), pidfile.display().to_string());
+        spawner
+            .env
+            .insert("ECHO_EXITED".into(), exited.display().to_string());
+        let mounted = airlock(config_with(ws.path(), &[("echo", spawner)])).await;
+        assert!(mounted.registry().get("mcp__echo__echo").is_some());
+        let grandchild = pid_in(&pidfile).await;
+        assert!(alive(grandchild));
+        drop(mounted);
+        assert!(
+            dies_soon(grandchild).await,
+            "the server's own child {grandchild} outlived the Airlock that started the server"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&exited).ok().as_deref(),
+            Some("stdin closed"),
+            "the server was killed before it could exit on its closed stdin"
+        );
+
+        let pidfile = scratch.path().join("failed");
+        let failing = McpServerConfig {
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!("sleep 300 & echo $! > {}; sleep 30", pidfile.display()),
+            ],
+            startup_timeout_ms: Some(2000),
+            ..server(&[])
+        };
+        let airlock = airlock(config_with(ws.path(), &[("mute", failing)])).await;
+        let grandchild = pid_in(&pidfile).await;
+        assert!(
+            dies_soon(grandchild).await,
+            "a server that failed to start left its child {grandchild} running"
+        );
+        assert!(
+            airlock
+                .registry()
+                .failures()
+                .iter()
+                .any(|f| f.to_string().contains("within 2000 ms"))
+        );
+    }
+
+    /// The parent of a live process.
+    fn parent_of(pid: u32) -> u32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        fields[1].parse().unwrap()
+    }
+
+    /// Waits for `file` to hold a pid other than `old`.
+    async fn new_pid_in(file: &Path, old: u32) -> u32 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let pid = pid_in(file).await;
+            if pid != old {
+                return pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new server wrote {}",
+                file.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reload_keeps_a_running_server_and_starts_a_stopped_or_changed_one() {
+        let ws = workspace(&[]);
+        let scratch = tempfile::tempdir().unwrap();
+        let pidfile = scratch.path().join("grandchild");
+        let mut echo = server(&[]);
+        echo.env
+            .insert("ECHO_GRANDCHILD".into(), pidfile.display().to_string());
+        let mut config = config_with(ws.path(), &[("echo", echo)]);
+        config.permissions.allow = vec!["mcp__echo".into()];
+        let echoes = |a: &Airlock, text: &'static str| {
+            let a = a.clone();
+            async move {
+                let mut cx = a.context();
+                let r = call(&a, &mut cx, "mcp__echo__echo", json!({ "text": text })).await;
+                assert_eq!(ok_text(&r), format!("echo: {text}"));
+            }
+        };
+
+        let first = airlock(config.clone()).await;
+        let started = pid_in(&pidfile).await;
+        let reloaded = first.reload().await.unwrap();
+        drop(first);
+        echoes(&reloaded, "kept").await;
+        assert_eq!(
+            pid_in(&pidfile).await,
+            started,
+            "the server was started again"
+        );
+        assert!(
+            alive(started),
+            "dropping the old Airlock stopped the server still in use"
+        );
+
+        let server_pid = parent_of(started);
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-KILL", &server_pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(dies_soon(server_pid).await);
+        let restarted = reloaded.reload().await.unwrap();
+        let second = new_pid_in(&pidfile, started).await;
+        echoes(&restarted, "restarted").await;
+        drop(reloaded);
+        assert!(
+            dies_soon(started).await,
+            "the stopped server's group was not killed with the last tools that used it"
+        );
+
+        let mut changed = config.clone();
+        let server = changed.mcp_servers.get_mut("echo").unwrap();
+        server.env.insert("ECHO_KEY".into(), "2".into());
+        let changed = restarted.with_config(changed).await.unwrap();
+        let third = new_pid_in(&pidfile, second).await;
+        echoes(&changed, "changed").await;
+        drop(restarted);
+        assert!(dies_soon(second).await);
+        assert!(alive(third));
+    }
+}

@@ -5,7 +5,9 @@
 //! could set too.
 //!
 //! Exit codes: 0 success; 1 the call failed; 2 bad command line; 3 bad
-//! configuration; 4 no such tool, or the tool is unavailable.
+//! configuration; 4 no such tool, or the tool is unavailable; 128 + the
+//! signal's number when stopped by SIGTERM, SIGHUP or SIGINT (which `call`
+//! and `run` handle themselves, cancelling the call).
 
 mod demo;
 mod prompt;
@@ -24,6 +26,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Exit code: the call failed.
 pub const EXIT_CALL_FAILED: u8 = 1;
@@ -149,7 +152,56 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    runtime.block_on(run(cli))
+    // `call` and `run` cancel their call on Ctrl-C and report it themselves.
+    let interrupt = !matches!(cli.command, Command::Call { .. } | Command::Run { .. });
+    let code = runtime.block_on(async {
+        tokio::select! {
+            code = run(cli) => code,
+            (name, number) = stop_signal(interrupt) => {
+                eprintln!("airlock: {name}; stopping");
+                ExitCode::from(128 + number)
+            }
+        }
+    });
+    // Drops what tasks still hold (an `airlock mcp` session's tools, and
+    // with them the MCP servers started for them) without waiting on a
+    // read of stdin that cannot be cancelled.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    code
+}
+
+/// How long the runtime's threads get to finish at exit.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Waits for a signal to stop on, and names it with its number: SIGTERM
+/// (what MCP clients send a stdio server that did not exit when its stdin
+/// closed) and SIGHUP on Unix, and SIGINT when `interrupt`. Stopping drops
+/// the command's work, and with it the MCP servers started for its tools;
+/// the default action of these signals would leave them running. Where no
+/// handler can be installed, never.
+async fn stop_signal(interrupt: bool) -> (&'static str, u8) {
+    let ctrl_c = async {
+        if interrupt && tokio::signal::ctrl_c().await.is_ok() {
+            ("interrupted", 2)
+        } else {
+            std::future::pending().await
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let (Ok(mut term), Ok(mut hangup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            return tokio::select! {
+                stop = ctrl_c => stop,
+                _ = term.recv() => ("terminated", 15),
+                _ = hangup.recv() => ("hung up", 1),
+            };
+        }
+    }
+    ctrl_c.await
 }
 
 fn init_logging(verbose: u8) {
