@@ -91,20 +91,23 @@ pub struct Config {
 
 /// An external MCP server, started as a child process speaking MCP on its
 /// stdin and stdout (`[mcp_servers.NAME]`, with the `command`, `args` and
-/// `env` of a `.mcp.json` stdio entry). It is not sandboxed: it runs with
+/// `env` of a `.mcp.json` stdio entry, in which `${VAR}` and
+/// `${VAR:-default}` are expanded from Airlock's environment when it
+/// starts, as Claude Code does). It is not sandboxed: it runs with
 /// the user's rights, so only configure servers you trust; its calls are
 /// asked about unless a rule allows them (or the mode bypasses
 /// permissions).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
-    /// The program (found on `PATH` when not a path).
+    /// The program (found on `PATH` when not a path); `${VAR}` expanded.
     pub command: String,
-    /// Its arguments.
+    /// Its arguments; `${VAR}` expanded.
     #[serde(default)]
     pub args: Vec<String>,
     /// Its environment: only `PATH`, `HOME` and these are passed (the
-    /// host's own environment is not; `${VAR}` is not expanded).
+    /// host's own environment is not, but a value may name a variable of
+    /// it: `GITHUB_TOKEN = "${GITHUB_TOKEN}"`).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Its working directory (default: the workspace, else Airlock's).

@@ -335,9 +335,19 @@ async fn connect(
              (which separates the server from the tool in `mcp__SERVER__TOOL`)"
         )));
     }
-    let mut command = tokio::process::Command::new(&config.command);
+    let expanded = |text: &str| expand(text, |name| std::env::var(name).ok());
+    let program = expanded(&config.command).map_err(LoadError::McpServer)?;
+    let args = config.args.iter().map(|a| expanded(a));
+    let args = args
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(LoadError::McpServer)?;
+    let mut env = BTreeMap::new();
+    for (key, value) in &config.env {
+        env.insert(key, expanded(value).map_err(LoadError::McpServer)?);
+    }
+    let mut command = tokio::process::Command::new(&program);
     command
-        .args(&config.args)
+        .args(&args)
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -350,14 +360,14 @@ async fn connect(
             command.env(var, value);
         }
     }
-    command.envs(&config.env);
+    command.envs(env);
     if let Some(cwd) = &cwd {
         command.current_dir(cwd);
     }
     let mut process = command
         .spawn()
         .map(Process::new)
-        .map_err(|e| LoadError::McpServer(format!("cannot start {:?}: {e}", config.command)))?;
+        .map_err(|e| LoadError::McpServer(format!("cannot start {program:?}: {e}")))?;
     let child = &mut process.child;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -403,6 +413,49 @@ async fn connect(
         version,
     };
     Ok((Arc::new(connection), listed))
+}
+
+/// `text` with `${VAR}` replaced by the variable's value (`lookup`), and
+/// `${VAR:-default}` by the default when the variable is unset or empty,
+/// as Claude Code expands `.mcp.json`. An unset variable without a
+/// default, or a malformed reference, is an error that says which.
+fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("`${{` is not closed in {text:?}"));
+        };
+        let reference = &after[..end];
+        let (name, default) = match reference.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (reference, None),
+        };
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return Err(format!(
+                "`${{{reference}}}` in {text:?} does not name a variable (letters, digits and `_`)"
+            ));
+        }
+        match (lookup(name), default) {
+            (Some(value), Some(default)) if value.is_empty() => out.push_str(default),
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => {
+                return Err(format!(
+                    "the environment variable {name} is not set, or not UTF-8 (`${{{name}}}` in {text:?}); \
+                     set it, or give a default: `${{{name}:-...}}`"
+                ));
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// A server's listed tools as [`McpTool`]s, and the ones that cannot be.
@@ -764,6 +817,34 @@ mod tests {
 
     fn tool(value: Value) -> rmcp::model::Tool {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn variables_expand_as_claude_code_expands_them() {
+        let env = |name: &str| match name {
+            "TOKEN" => Some("s3cret".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let ok = |text: &str| expand(text, env).unwrap();
+        assert_eq!(ok("plain $TOKEN {TOKEN}"), "plain $TOKEN {TOKEN}");
+        assert_eq!(ok("${TOKEN}"), "s3cret");
+        assert_eq!(ok("Bearer ${TOKEN}!${TOKEN}"), "Bearer s3cret!s3cret");
+        assert_eq!(ok("${TOKEN:-other}"), "s3cret");
+        assert_eq!(ok("${MISSING:-https://x.test/a}"), "https://x.test/a");
+        assert_eq!(ok("${EMPTY:-fallback}"), "fallback");
+        assert_eq!(ok("${EMPTY}"), "");
+        assert_eq!(ok("${MISSING:-}"), "");
+        let err = |text: &str| expand(text, env).unwrap_err();
+        let missing = err("--key=${MISSING}");
+        assert!(
+            missing.contains("MISSING is not set") && missing.contains("${MISSING:-...}"),
+            "{missing}"
+        );
+        assert!(err("${TOKEN").contains("not closed"));
+        assert!(err("${}").contains("does not name a variable"));
+        assert!(err("${1X}").contains("does not name a variable"));
+        assert!(err("${A-B}").contains("does not name a variable"));
     }
 
     #[test]

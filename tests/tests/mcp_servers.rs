@@ -46,6 +46,15 @@ fn server(args: &[&str]) -> McpServerConfig {
     }
 }
 
+/// What failed to load from the MCP servers, as reported.
+fn server_failures(airlock: &Airlock) -> Vec<String> {
+    let failures = airlock.registry().failures().iter();
+    failures
+        .filter(|f| matches!(f.origin, ToolOrigin::Mcp(_)))
+        .map(|f| f.to_string())
+        .collect()
+}
+
 fn config_with(ws: &Path, servers: &[(&str, McpServerConfig)]) -> Config {
     let mut config = workspace_config(ws);
     for (name, server) in servers {
@@ -61,14 +70,11 @@ async fn a_servers_tools_are_mounted_and_ask_before_they_run() {
     let airlock = airlock(config_with(ws.path(), &[("echo", server(&[]))]))
         .await
         .with_prompter(prompter.clone());
-    let failed = |a: &Airlock| -> Vec<String> {
-        let failures = a.registry().failures().iter();
-        failures
-            .filter(|f| matches!(f.origin, ToolOrigin::Mcp(_)))
-            .map(|f| f.to_string())
-            .collect()
-    };
-    assert!(failed(&airlock).is_empty(), "{:?}", failed(&airlock));
+    assert!(
+        server_failures(&airlock).is_empty(),
+        "{:?}",
+        server_failures(&airlock)
+    );
     let names: Vec<String> = airlock
         .registry()
         .entries()
@@ -325,13 +331,7 @@ async fn a_server_that_cannot_start_is_listed_with_its_reason() {
     ];
     let airlock: Airlock = airlock(config_with(ws.path(), &servers)).await;
     assert!(started.elapsed() < Duration::from_secs(10));
-    let failures: Vec<String> = airlock
-        .registry()
-        .failures()
-        .iter()
-        .filter(|f| matches!(f.origin, ToolOrigin::Mcp(_)))
-        .map(|f| f.to_string())
-        .collect();
+    let failures = server_failures(&airlock);
     assert_eq!(failures.len(), 3, "{failures:?}");
     assert!(failures[0].contains("no `__`"), "{failures:?}");
     assert!(
@@ -583,4 +583,27 @@ mod processes {
         assert!(dies_soon(second).await);
         assert!(alive(third));
     }
+}
+
+#[tokio::test]
+async fn variables_in_a_servers_command_and_environment_are_expanded() {
+    let ws = workspace(&[]);
+    let expanded = McpServerConfig {
+        command: format!("${{AIRLOCK_TEST_SURELY_UNSET_PYTHON:-{}}}", python()),
+        ..server(&[])
+    };
+    let mut unset = server(&[]);
+    unset
+        .env
+        .insert("TOKEN".into(), "Bearer ${AIRLOCK_TEST_SURELY_UNSET}".into());
+    let servers = [("expanded", expanded), ("unset", unset)];
+    let airlock = airlock(config_with(ws.path(), &servers)).await;
+    assert!(airlock.registry().get("mcp__expanded__echo").is_some());
+    let failures = server_failures(&airlock);
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        failures[0].contains("MCP server `unset`")
+            && failures[0].contains("AIRLOCK_TEST_SURELY_UNSET is not set"),
+        "{failures:?}"
+    );
 }
