@@ -335,15 +335,18 @@ async fn connect(
              (which separates the server from the tool in `mcp__SERVER__TOOL`)"
         )));
     }
-    let expanded = |text: &str| expand(text, |name| std::env::var(name).ok());
-    let program = expanded(&config.command).map_err(LoadError::McpServer)?;
-    let args = config.args.iter().map(|a| expanded(a));
-    let args = args
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(LoadError::McpServer)?;
+    let expanded = |text: &str, field: &dyn std::fmt::Display| {
+        expand(text, |name| std::env::var(name).ok())
+            .map_err(|e| LoadError::McpServer(format!("in {field}: {e}")))
+    };
+    let program = expanded(&config.command, &"command")?;
+    let mut args = Vec::new();
+    for (i, arg) in config.args.iter().enumerate() {
+        args.push(expanded(arg, &format_args!("args[{i}]"))?);
+    }
     let mut env = BTreeMap::new();
     for (key, value) in &config.env {
-        env.insert(key, expanded(value).map_err(LoadError::McpServer)?);
+        env.insert(key, expanded(value, &format_args!("env.{key}"))?);
     }
     let mut command = tokio::process::Command::new(&program);
     command
@@ -416,9 +419,11 @@ async fn connect(
 }
 
 /// `text` with `${VAR}` replaced by the variable's value (`lookup`), and
-/// `${VAR:-default}` by the default when the variable is unset or empty,
-/// as Claude Code expands `.mcp.json`. An unset variable without a
-/// default, or a malformed reference, is an error that says which.
+/// `${VAR:-default}` by the default when the variable is unset, as Claude
+/// Code expands `.mcp.json`. An unset variable without a default, or a
+/// malformed reference (which Claude Code would pass on as it is), is an
+/// error that names the reference but never quotes the text (which may
+/// hold a secret).
 fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -426,7 +431,7 @@ fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String,
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("`${{` is not closed in {text:?}"));
+            return Err("a `${` is not closed".into());
         };
         let reference = &after[..end];
         let (name, default) = match reference.split_once(":-") {
@@ -438,16 +443,15 @@ fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String,
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !valid {
             return Err(format!(
-                "`${{{reference}}}` in {text:?} does not name a variable (letters, digits and `_`)"
+                "`${{{reference}}}` does not name a variable (letters, digits and `_`)"
             ));
         }
         match (lookup(name), default) {
-            (Some(value), Some(default)) if value.is_empty() => out.push_str(default),
             (Some(value), _) => out.push_str(&value),
             (None, Some(default)) => out.push_str(default),
             (None, None) => {
                 return Err(format!(
-                    "the environment variable {name} is not set, or not UTF-8 (`${{{name}}}` in {text:?}); \
+                    "the environment variable {name} is not set, or not UTF-8 (`${{{name}}}`); \
                      set it, or give a default: `${{{name}:-...}}`"
                 ));
             }
@@ -832,14 +836,18 @@ mod tests {
         assert_eq!(ok("Bearer ${TOKEN}!${TOKEN}"), "Bearer s3cret!s3cret");
         assert_eq!(ok("${TOKEN:-other}"), "s3cret");
         assert_eq!(ok("${MISSING:-https://x.test/a}"), "https://x.test/a");
-        assert_eq!(ok("${EMPTY:-fallback}"), "fallback");
+        assert_eq!(ok("${EMPTY:-fallback}"), "", "set, though empty");
         assert_eq!(ok("${EMPTY}"), "");
         assert_eq!(ok("${MISSING:-}"), "");
         let err = |text: &str| expand(text, env).unwrap_err();
-        let missing = err("--key=${MISSING}");
+        let missing = err("--key=s3cret-${MISSING}");
         assert!(
             missing.contains("MISSING is not set") && missing.contains("${MISSING:-...}"),
             "{missing}"
+        );
+        assert!(
+            !missing.contains("s3cret"),
+            "the text is not quoted: {missing}"
         );
         assert!(err("${TOKEN").contains("not closed"));
         assert!(err("${}").contains("does not name a variable"));

@@ -504,3 +504,77 @@ fn run_answers_a_block_with_broken_json_with_an_error() {
     );
     assert_eq!(lines[1]["is_error"], false);
 }
+
+/// A signal stops a command that waits on its input (`call TOOL -` with
+/// stdin left open), with 128 + its number; one that was ignored when
+/// airlock started (`nohup`) stays ignored.
+#[cfg(unix)]
+#[test]
+fn a_signal_stops_a_command_waiting_on_stdin_unless_it_was_ignored() {
+    use std::process::{Child, Stdio};
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let (_, sleep) = airlock_host::bundled::BUNDLED
+        .iter()
+        .find(|(package, _)| *package == "airlock-tool-sleep")
+        .expect("the sleep tool is bundled");
+    std::fs::write(tools.path().join("sleep.wasm"), sleep).unwrap();
+    let start = |wrapper: Option<&str>| -> Child {
+        let airlock = env!("CARGO_BIN_EXE_airlock");
+        let mut command = Command::new(wrapper.unwrap_or(airlock));
+        if wrapper.is_some() {
+            command.arg(airlock);
+        }
+        command
+            .arg("--no-bundled")
+            .arg("--tools")
+            .arg(tools.path())
+            .args(["call", "sleep", "-"])
+            .env("HOME", home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("AIRLOCK_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let signal = |child: &Child, name: &str| {
+        let sent = Command::new("kill")
+            .args([format!("-{name}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    let exit_code = |child: &mut Child| {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                child.kill().unwrap();
+                panic!("airlock still runs 10 s after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let loaded = Duration::from_secs(2);
+
+    let mut waiting = start(None);
+    std::thread::sleep(loaded);
+    signal(&waiting, "TERM");
+    assert_eq!(exit_code(&mut waiting), Some(143));
+
+    let mut nohup = start(Some("nohup"));
+    std::thread::sleep(loaded);
+    signal(&nohup, "HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        nohup.try_wait().unwrap().is_none(),
+        "SIGHUP, ignored under nohup, stopped airlock"
+    );
+    signal(&nohup, "TERM");
+    assert_eq!(exit_code(&mut nohup), Some(143));
+}

@@ -603,6 +603,7 @@ async fn variables_in_a_servers_command_and_environment_are_expanded() {
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert!(
         failures[0].contains("MCP server `unset`")
+            && failures[0].contains("in env.TOKEN")
             && failures[0].contains("AIRLOCK_TEST_SURELY_UNSET is not set"),
         "{failures:?}"
     );

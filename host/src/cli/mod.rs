@@ -7,7 +7,7 @@
 //! Exit codes: 0 success; 1 the call failed; 2 bad command line; 3 bad
 //! configuration; 4 no such tool, or the tool is unavailable; 128 + the
 //! signal's number when stopped by SIGTERM, SIGHUP or SIGINT (which `call`
-//! and `run` handle themselves, cancelling the call).
+//! and `run`, once started, take to cancel the call).
 
 mod demo;
 mod prompt;
@@ -26,6 +26,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Exit code: the call failed.
@@ -152,12 +153,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    // `call` and `run` cancel their call on Ctrl-C and report it themselves.
-    let interrupt = !matches!(cli.command, Command::Call { .. } | Command::Run { .. });
     let code = runtime.block_on(async {
         tokio::select! {
             code = run(cli) => code,
-            (name, number) = stop_signal(interrupt) => {
+            (name, number) = stop_signal() => {
                 eprintln!("airlock: {name}; stopping");
                 ExitCode::from(128 + number)
             }
@@ -173,35 +172,68 @@ pub fn main() -> ExitCode {
 /// How long the runtime's threads get to finish at exit.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
+/// Set once a command cancels its own call on SIGINT (`call`, `run`):
+/// from then on SIGINT is theirs, and [`stop_signal`] lets it pass.
+static INTERRUPT_IS_HANDLED: AtomicBool = AtomicBool::new(false);
+
+/// Says that the command now handles SIGINT itself (see
+/// [`INTERRUPT_IS_HANDLED`]).
+fn handle_interrupt_here() {
+    INTERRUPT_IS_HANDLED.store(true, Ordering::SeqCst);
+}
+
 /// Waits for a signal to stop on, and names it with its number: SIGTERM
 /// (what MCP clients send a stdio server that did not exit when its stdin
-/// closed) and SIGHUP on Unix, and SIGINT when `interrupt`. Stopping drops
-/// the command's work, and with it the MCP servers started for its tools;
-/// the default action of these signals would leave them running. Where no
-/// handler can be installed, never.
-async fn stop_signal(interrupt: bool) -> (&'static str, u8) {
-    let ctrl_c = async {
-        if interrupt && tokio::signal::ctrl_c().await.is_ok() {
-            ("interrupted", 2)
-        } else {
-            std::future::pending().await
-        }
-    };
+/// closed), SIGHUP, and SIGINT until the command handles it. Stopping
+/// drops the command's work, and with it the MCP servers started for its
+/// tools; the default action of these signals would leave them running.
+/// A signal that was ignored when Airlock started (`nohup`, a shell's
+/// background job) stays ignored. Where no handler can be installed,
+/// never.
+async fn stop_signal() -> (&'static str, u8) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let (Ok(mut term), Ok(mut hangup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) {
-            return tokio::select! {
-                stop = ctrl_c => stop,
-                _ = term.recv() => ("terminated", 15),
-                _ = hangup.recv() => ("hung up", 1),
-            };
+        let listen = |number: libc::c_int| async move {
+            if ignored(number) {
+                return std::future::pending().await;
+            }
+            match signal(SignalKind::from_raw(number)) {
+                Ok(mut stream) => loop {
+                    stream.recv().await;
+                    if number != libc::SIGINT || !INTERRUPT_IS_HANDLED.load(Ordering::SeqCst) {
+                        return;
+                    }
+                },
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = listen(libc::SIGTERM) => ("terminated", 15),
+            () = listen(libc::SIGHUP) => ("hung up", 1),
+            () = listen(libc::SIGINT) => ("interrupted", 2),
         }
     }
-    ctrl_c.await
+    #[cfg(not(unix))]
+    loop {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) if !INTERRUPT_IS_HANDLED.load(Ordering::SeqCst) => return ("interrupted", 2),
+            Ok(()) => {}
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// Whether `signal` is ignored (so was when Airlock started: nothing in it
+/// sets a signal to be ignored).
+#[cfg(unix)]
+fn ignored(signal: libc::c_int) -> bool {
+    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with a null new action, sigaction only writes the current
+    // one into `current`, which is valid for writes.
+    let read = unsafe { libc::sigaction(signal, std::ptr::null(), current.as_mut_ptr()) };
+    // SAFETY: zeroed is a valid sigaction, and sigaction filled it on 0.
+    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
 fn init_logging(verbose: u8) {
@@ -415,7 +447,9 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCod
     }
     let text = if input == "-" {
         let mut buf = String::new();
-        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf) {
+        let mut stdin = tokio::io::stdin();
+        let read = tokio::io::AsyncReadExt::read_to_string(&mut stdin, &mut buf);
+        if let Err(e) = read.await {
             eprintln!("airlock: cannot read the input from stdin: {e}");
             return ExitCode::from(2);
         }
@@ -443,6 +477,7 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCod
     });
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
+    handle_interrupt_here();
     let interrupt = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("airlock: interrupted; cancelling the call");

@@ -78,6 +78,7 @@ pub(crate) async fn run(
 /// Interrupts the executor on Ctrl-C.
 fn interrupt_on_ctrl_c(handle: &ExecutorHandle) -> tokio::task::JoinHandle<()> {
     let handle = handle.clone();
+    super::handle_interrupt_here();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("airlock: interrupted");
