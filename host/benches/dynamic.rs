@@ -109,6 +109,17 @@ async fn searching_host(workspace: &std::path::Path) -> Airlock {
         .expect("the host assembles")
 }
 
+/// How long `iters` runs of `f` take, one after another, on `runtime`.
+fn timed(runtime: &tokio::runtime::Runtime, iters: u64, mut f: impl AsyncFnMut()) -> Duration {
+    runtime.block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            f().await;
+        }
+        start.elapsed()
+    })
+}
+
 async fn call(airlock: &Airlock, cx: &mut ToolContext, name: &str, input: Value) -> String {
     let result = airlock
         .call(cx, ToolUse::new("toolu_bench", name, input))
@@ -139,23 +150,15 @@ fn tool_search(c: &mut Criterion) {
     });
     group.bench_function("call_1000_deferred", |b| {
         b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    call(&airlock, &mut cx, "tool_search", search.clone()).await;
-                }
-                start.elapsed()
+            timed(&runtime, iters, async || {
+                call(&airlock, &mut cx, "tool_search", search.clone()).await;
             })
         })
     });
     group.bench_function("call_sleep_0", |b| {
         b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    call(&airlock, &mut cx, "sleep", json!({"ms": 0})).await;
-                }
-                start.elapsed()
+            timed(&runtime, iters, async || {
+                call(&airlock, &mut cx, "sleep", json!({"ms": 0})).await;
             })
         })
     });
@@ -281,12 +284,8 @@ fn mcp_client(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(8));
     group.bench_function("airlock_call_echo", |b| {
         b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    call(&airlock, &mut cx, "mcp__echo__echo", input.clone()).await;
-                }
-                start.elapsed()
+            timed(&runtime, iters, async || {
+                call(&airlock, &mut cx, "mcp__echo__echo", input.clone()).await;
             })
         })
     });
@@ -301,12 +300,8 @@ fn mcp_client(c: &mut Criterion) {
     let mounted = |a: &Airlock| assert!(a.registry().get("mcp__echo__echo").is_some());
     reload.bench_function("keeping_server", |b| {
         b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    mounted(&airlock.reload().await.expect("it reloads"));
-                }
-                start.elapsed()
+            timed(&runtime, iters, async || {
+                mounted(&airlock.reload().await.expect("it reloads"));
             })
         })
     });
@@ -316,13 +311,9 @@ fn mcp_client(c: &mut Criterion) {
     }
     reload.bench_function("restarting_server", |b| {
         b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let restarted = airlock.with_config(changed.clone()).await;
-                    mounted(&restarted.expect("it reloads"));
-                }
-                start.elapsed()
+            timed(&runtime, iters, async || {
+                let restarted = airlock.with_config(changed.clone()).await;
+                mounted(&restarted.expect("it reloads"));
             })
         })
     });

@@ -215,8 +215,9 @@ impl Drop for Process {
 /// reload, or another configuration) reuses those whose configuration and
 /// working directory are unchanged and that still run, listing their tools
 /// again, so a reload neither restarts a server nor loses its state.
+/// Shared: every view of a registry holds its servers.
 #[derive(Clone, Default)]
-pub struct Servers(BTreeMap<String, Arc<Connection>>);
+pub struct Servers(Arc<BTreeMap<String, Arc<Connection>>>);
 
 /// One tool of an external MCP server.
 pub struct McpTool {
@@ -295,7 +296,7 @@ pub async fn mount(config: &Config, previous: &Servers) -> Mounted {
             Err(e) => failures.push((ToolOrigin::Mcp(name), e)),
         }
     }
-    (tools, failures, Servers(servers))
+    (tools, failures, Servers(Arc::new(servers)))
 }
 
 /// How long a server may take to start and list its tools.

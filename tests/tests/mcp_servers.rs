@@ -411,32 +411,29 @@ mod processes {
         }
     }
 
-    /// Waits for the pid a server's process wrote to `file`.
+    /// Waits for the pid a server's process wrote to `file` (pid 0 is
+    /// never a process's).
     async fn pid_in(file: &Path) -> u32 {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        new_pid_in(file, 0).await
+    }
+
+    /// What `check` finds, asked every 20 ms for up to `within`.
+    async fn polled<T>(within: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+        let deadline = Instant::now() + within;
         loop {
-            let text = std::fs::read_to_string(file).unwrap_or_default();
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
+            if let Some(found) = check() {
+                return Some(found);
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} was never written",
-                file.display()
-            );
+            if Instant::now() > deadline {
+                return None;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     async fn dies_soon(pid: u32) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while alive(pid) {
-            if Instant::now() > deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        true
+        let dead = || (!alive(pid)).then_some(());
+        polled(Duration::from_secs(10), dead).await.is_some()
     }
 
     #[tokio::test]
@@ -506,19 +503,13 @@ mod processes {
 
     /// Waits for `file` to hold a pid other than `old`.
     async fn new_pid_in(file: &Path, old: u32) -> u32 {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let pid = pid_in(file).await;
-            if pid != old {
-                return pid;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no new server wrote {}",
-                file.display()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let written = || {
+            let text = std::fs::read_to_string(file).ok()?;
+            text.trim().parse().ok().filter(|&pid| pid != old)
+        };
+        polled(Duration::from_secs(20), written)
+            .await
+            .unwrap_or_else(|| panic!("no new pid was written to {}", file.display()))
     }
 
     #[tokio::test]
