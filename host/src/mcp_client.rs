@@ -58,6 +58,8 @@ use tokio::io::AsyncReadExt;
 const DEFAULT_STARTUP: Duration = Duration::from_secs(30);
 /// How long a running server may take to list its tools again.
 const RELIST: Duration = Duration::from_secs(5);
+/// Cap, in characters, on a server's error text in a message.
+const SERVER_ERROR_CHARS: usize = 4096;
 
 /// The client side of one server connection: progress goes to the call
 /// that asked for it.
@@ -312,7 +314,7 @@ async fn relist(connection: &Connection) -> Result<Vec<rmcp::model::Tool>, Strin
     let within = startup_time(&connection.started_from.0).min(RELIST);
     match tokio::time::timeout(within, connection.service.list_all_tools()).await {
         Ok(Ok(listed)) => Ok(listed),
-        Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
+        Ok(Err(e)) => Err(server_error("tools/list failed", &e)),
         Err(_) => Err(format!(
             "tools/list got no answer within {} ms",
             within.as_millis()
@@ -390,11 +392,11 @@ async fn connect(
         let service = handler
             .serve((stdout, stdin))
             .await
-            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+            .map_err(|e| server_error("the MCP handshake failed", &e))?;
         let tools = service
             .list_all_tools()
             .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
+            .map_err(|e| server_error("tools/list failed", &e))?;
         Ok::<_, String>((service, tools))
     })
     .await
@@ -522,11 +524,12 @@ fn descriptor(
         text(first, 500)
     };
     let mut d = Descriptor::new(&name, &description);
-    d.title = text(
+    d.title = sanitize::clean_capped(
         tool.title
             .as_deref()
             .or(tool.annotations.as_ref().and_then(|a| a.title.as_deref()))
             .unwrap_or(&tool.name),
+        Sink::Line,
         200,
     );
     if !prompt.is_empty() {
@@ -546,6 +549,7 @@ fn descriptor(
             n.clamp(1, u64::from(MAX_RESULT_SIZE_CEILING)) as u32
         });
     d.version = version_of(version);
+    sanitize::clean_descriptor(&mut d);
     let problems = d.problems();
     if !problems.is_empty() {
         return Err(LoadError::InvalidDescriptor {
@@ -554,6 +558,13 @@ fn descriptor(
         });
     }
     Ok(d)
+}
+
+/// An error a server caused, for a load failure: `what`, then the error
+/// as one cleaned line (its text may come from the server).
+fn server_error(what: &str, e: &dyn std::fmt::Display) -> String {
+    let e = sanitize::clean_capped(&e.to_string(), Sink::Line, SERVER_ERROR_CHARS);
+    format!("{what}: {e}")
 }
 
 /// A server's version as a descriptor's: one line, at most 64 bytes
@@ -679,7 +690,11 @@ impl Tool for McpTool {
         let lost = |e: rmcp::service::ServiceError| {
             CallError::new(
                 ErrorClass::ToolError,
-                format!("the MCP server of {} failed: {e}", self.descriptor.name),
+                sanitize::clean_capped(
+                    &format!("the MCP server of {} failed: {e}", self.descriptor.name),
+                    Sink::Model,
+                    SERVER_ERROR_CHARS,
+                ),
             )
         };
         let handle = peer
@@ -766,6 +781,7 @@ fn output(result: CallToolResult, max_output: usize) -> Result<ToolOutput, CallE
         ));
     }
     let text = |t: &str| sanitize::clean(t, Sink::Model).text.into_owned();
+    let line = |t: &str| sanitize::clean(t, Sink::Line).text.into_owned();
     let content: Vec<ContentBlock> = result
         .content
         .iter()
@@ -775,27 +791,27 @@ fn output(result: CallToolResult, max_output: usize) -> Result<ToolOutput, CallE
                 use base64::Engine as _;
                 match base64::engine::general_purpose::STANDARD.decode(&i.data) {
                     Ok(data) => ContentBlock::Image {
-                        mime_type: text(&i.mime_type),
+                        mime_type: line(&i.mime_type),
                         data,
                     },
                     Err(_) => ContentBlock::Text("[an image that was not valid base64]".into()),
                 }
             }
-            McpContent::Audio(a) => ContentBlock::Text(format!("[audio: {}]", text(&a.mime_type))),
+            McpContent::Audio(a) => ContentBlock::Text(format!("[audio: {}]", line(&a.mime_type))),
             McpContent::Resource(r) => match &r.resource {
                 ResourceContents::TextResourceContents { text: t, .. } => {
                     ContentBlock::Text(text(t))
                 }
                 ResourceContents::BlobResourceContents { uri, blob, .. } => ContentBlock::Text(
-                    format!("[resource {}: {} bytes of base64]", text(uri), blob.len()),
+                    format!("[resource {}: {} bytes of base64]", line(uri), blob.len()),
                 ),
                 _ => ContentBlock::Text("[a resource of a kind Airlock does not know]".into()),
             },
             McpContent::ResourceLink(link) => ContentBlock::ResourceLink {
-                uri: text(&link.uri),
-                name: text(&link.name),
+                uri: line(&link.uri),
+                name: line(&link.name),
                 description: link.description.as_deref().map(text),
-                mime_type: link.mime_type.as_deref().map(text),
+                mime_type: link.mime_type.as_deref().map(line),
             },
             _ => ContentBlock::Text("[content of a kind Airlock does not know]".into()),
         })
@@ -808,9 +824,13 @@ fn output(result: CallToolResult, max_output: usize) -> Result<ToolOutput, CallE
             .join("\n");
         return Err(CallError::new(ErrorClass::ToolError, message));
     }
+    let mut structured = result.structured_content;
+    if let Some(value) = &mut structured {
+        sanitize::clean_json(value);
+    }
     Ok(ToolOutput {
         content,
-        structured: result.structured_content,
+        structured,
         ..ToolOutput::default()
     })
 }
@@ -931,5 +951,43 @@ mod tests {
         .unwrap();
         let e = output(r, 100).unwrap_err();
         assert_eq!((e.class, e.message.as_str()), (ErrorClass::ToolError, "no"));
+    }
+
+    #[test]
+    fn server_text_is_cleaned_in_schemas_and_structured_output() {
+        let dirt = "\u{1b}[2J\u{7}\u{202E}\u{E0069}\u{2060}\u{AD}\u{2028}\u{FE0F}";
+        let d = |t: &str| format!("{t}{dirt}");
+        let t = tool(json!({"name": d("look"), "title": d("Look\nnow"),
+            "inputSchema": {"type": "object", "properties": {d("path"): {
+                "type": "string", "description": d("Where.")}}},
+            "outputSchema": {"type": "object", "description": d("What.")}}));
+        let desc = descriptor("fs", &t, &d("2"), false).unwrap();
+        assert_eq!(
+            desc.input_schema,
+            json!({"type": "object", "properties": {"path": {"type": "string", "description": "Where."}}})
+        );
+        assert_eq!(
+            desc.output_schema,
+            Some(json!({"type": "object", "description": "What."}))
+        );
+        assert_eq!(desc.title, "Looknow");
+        assert_eq!(desc.description, "The tool look of the MCP server fs.");
+        assert_eq!(desc.version, "2");
+
+        let r: CallToolResult = serde_json::from_value(json!({"content": [
+            {"type": "resource_link", "uri": d("file:///x\n"), "name": d("x")}],
+            "structuredContent": {d("n"): [d("one\ntwo")]}}))
+        .unwrap();
+        let out = output(r, 1 << 20).unwrap();
+        assert_eq!(out.structured, Some(json!({"n": ["one\ntwo"]})));
+        assert_eq!(
+            out.content[0],
+            ContentBlock::ResourceLink {
+                uri: "file:///x".into(),
+                name: "x".into(),
+                description: None,
+                mime_type: None
+            }
+        );
     }
 }

@@ -2,8 +2,10 @@
 //! the conversions between its types and the host's.
 //!
 //! Every value coming out of a guest is untrusted: text is sanitised and
-//! capped, JSON is parsed within bounds, and anything malformed becomes a
-//! [`CallError`] or a descriptor problem, never a panic.
+//! capped, JSON is parsed within bounds and every string and key in it
+//! sanitised (schemas, JSON blocks, structured output, metadata), and
+//! anything malformed becomes a [`CallError`] or a descriptor problem,
+//! never a panic.
 
 use crate::descriptor::{
     Capabilities, Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess,
@@ -39,6 +41,7 @@ const TITLE_CHARS: usize = 128;
 const DESCRIPTION_CHARS: usize = 4096;
 const PROMPT_CHARS: usize = 65_536;
 const SHORT_CHARS: usize = 2048;
+const VERSION_CHARS: usize = 64;
 /// Cap on an error message from a guest.
 const ERROR_CHARS: usize = 16_384;
 
@@ -80,8 +83,18 @@ fn prose(text: &str, max: usize) -> String {
     sanitize::clean_capped(text, Sink::Model, max)
 }
 
-/// Converts a guest's descriptor, sanitising its text. Fails when a schema
-/// is not bounded JSON; other problems are left to [`Descriptor::problems`].
+/// A path a guest names, cleaned as one line but not capped: it may be
+/// quoted back (a refused context change), and a path that cleaning
+/// changed names no file the guest saw, so it is refused, never misread.
+fn one_line(mut text: String) -> String {
+    sanitize::clean_in_place(&mut text, Sink::Line);
+    text
+}
+
+/// Converts a guest's descriptor: its text and every string in its schemas
+/// cleaned ([`sanitize::clean_descriptor`]) and the text capped. Fails when
+/// a schema is not bounded JSON; other problems are left to
+/// [`Descriptor::problems`].
 pub(crate) fn descriptor_from_wit(
     d: wit::Descriptor,
     bounds: JsonBounds,
@@ -92,14 +105,12 @@ pub(crate) fn descriptor_from_wit(
         .output_schema
         .map(|s| json::parse(&s, bounds).map_err(|e| format!("output schema: {e}")))
         .transpose()?;
-    Ok(Descriptor {
-        // Names are checked, not cleaned: a cleaned name would differ from
-        // the one the tool answers to.
+    let mut descriptor = Descriptor {
         name: d.name,
         aliases: d.aliases,
-        title: line(&d.title, TITLE_CHARS),
-        description: prose(&d.description, DESCRIPTION_CHARS),
-        prompt: prose(&d.prompt, PROMPT_CHARS),
+        title: d.title,
+        description: d.description,
+        prompt: d.prompt,
         input_schema,
         output_schema,
         flags: flags_from_wit(d.safety),
@@ -125,8 +136,18 @@ pub(crate) fn descriptor_from_wit(
             network_hosts: d.capabilities.network_hosts,
             env_vars: d.capabilities.env_vars,
         },
-        version: line(&d.version, 64),
-    })
+        version: d.version,
+    };
+    sanitize::clean_descriptor(&mut descriptor);
+    for (text, max) in [
+        (&mut descriptor.title, TITLE_CHARS),
+        (&mut descriptor.description, DESCRIPTION_CHARS),
+        (&mut descriptor.prompt, PROMPT_CHARS),
+        (&mut descriptor.version, VERSION_CHARS),
+    ] {
+        *text = sanitize::cap(text, max);
+    }
+    Ok(descriptor)
 }
 
 /// The context a guest sees for one call.
@@ -165,8 +186,17 @@ fn malformed(what: &str, why: impl std::fmt::Display) -> CallError {
     )
 }
 
+/// Guest JSON parsed within `bounds`, every string and key in it cleaned.
+fn parse_clean(text: &str, bounds: JsonBounds) -> Result<serde_json::Value, String> {
+    let mut value = json::parse(text, bounds)?;
+    sanitize::clean_json(&mut value);
+    Ok(value)
+}
+
 /// Converts a guest's result: text cleaned (with a note when anything was
-/// removed), JSON parsed within bounds, metadata required to be an object.
+/// removed), JSON parsed within bounds and cleaned, metadata required to
+/// be an object, the paths of context changes cleaned (environment and
+/// state values are data for guests, passed on as they are).
 pub(crate) fn output_from_wit(
     o: wit::ToolOutput,
     bounds: JsonBounds,
@@ -204,7 +234,7 @@ pub(crate) fn output_from_wit(
                 ContentBlock::Text(text)
             }
             wit::ContentBlock::Json(text) => ContentBlock::Json(
-                json::parse(&text, bounds).map_err(|e| malformed("JSON block", e))?,
+                parse_clean(&text, bounds).map_err(|e| malformed("JSON block", e))?,
             ),
             wit::ContentBlock::Image(image) => {
                 let mime_type = line(&image.mime_type, 64);
@@ -232,11 +262,11 @@ pub(crate) fn output_from_wit(
     }
     let structured = o
         .structured
-        .map(|s| json::parse(&s, bounds).map_err(|e| malformed("structured output", e)))
+        .map(|s| parse_clean(&s, bounds).map_err(|e| malformed("structured output", e)))
         .transpose()?;
     let metadata = match o.metadata {
         None => None,
-        Some(text) => match json::parse(&text, bounds).map_err(|e| malformed("metadata", e))? {
+        Some(text) => match parse_clean(&text, bounds).map_err(|e| malformed("metadata", e))? {
             serde_json::Value::Object(map) => Some(map),
             _ => return Err(malformed("metadata", "it is not a JSON object")),
         },
@@ -256,7 +286,9 @@ pub(crate) fn output_from_wit(
         .changes
         .into_iter()
         .map(|c| match c {
-            wit::ContextChange::SetCwd(path) => ContextChange::SetCwd { path },
+            wit::ContextChange::SetCwd(path) => ContextChange::SetCwd {
+                path: one_line(path),
+            },
             wit::ContextChange::SetEnv(v) => ContextChange::SetEnv {
                 name: v.name,
                 value: v.value,
@@ -266,7 +298,9 @@ pub(crate) fn output_from_wit(
                 key: e.key,
                 value: e.value,
             },
-            wit::ContextChange::RecordFileRead(path) => ContextChange::RecordFileRead { path },
+            wit::ContextChange::RecordFileRead(path) => ContextChange::RecordFileRead {
+                path: one_line(path),
+            },
         })
         .collect();
     Ok(ToolOutput {
