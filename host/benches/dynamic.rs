@@ -22,8 +22,9 @@
 //!   server's environment changed, which starts it afresh: the baseline,
 //!   what every reload cost before servers were kept.
 //!
-//! Run with `cargo bench -p airlock-host --bench dynamic` (needs python3
-//! with `pip install mcp==2.3.0`).
+//! Run with `cargo bench -p airlock-host --bench dynamic` (needs python3;
+//! the pinned `mcp` SDK is installed in the tests' virtual environment on
+//! first use).
 
 use airlock_host::config::McpServerConfig;
 use airlock_host::grants::ToolGrants;
@@ -165,16 +166,12 @@ fn tool_search(c: &mut Criterion) {
     group.finish();
 }
 
-/// The Python interpreter itself (`python3` may be a wrapper script).
+#[path = "../tests/support/python.rs"]
+mod python_env;
+
+/// The tests' Python, with the pinned `mcp` SDK.
 fn python() -> String {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 runs");
-    String::from_utf8(out.stdout)
-        .expect("a path")
-        .trim()
-        .to_string()
+    python_env::python().display().to_string()
 }
 
 fn echo_server() -> String {

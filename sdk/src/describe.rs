@@ -115,9 +115,16 @@ impl Describe {
         self
     }
 
-    /// Declares a structured output of type `T`.
+    /// Declares a structured output of type `T`: its JSON Schema, as `T`
+    /// serialises, is the tool's output schema. Then every successful
+    /// result must carry a `T` ([`Output::structured`](crate::Output::structured)),
+    /// and the whole result: MCP clients such as Claude Code show the model
+    /// only the structured output when there is one. Use a struct, so the
+    /// schema's root is an object, as MCP requires.
     pub fn output_schema<T: JsonSchema>(mut self) -> Self {
-        self.output_schema = Some(schema_of::<T>());
+        self.output_schema = Some(schema_of::<T>(
+            schemars::generate::SchemaSettings::draft2020_12().for_serialize(),
+        ));
         self
     }
 
@@ -133,7 +140,8 @@ impl Describe {
             name: self.name,
             aliases: self.aliases,
             description: self.description,
-            input_schema: schema_of::<I>().to_string(),
+            input_schema: schema_of::<I>(schemars::generate::SchemaSettings::draft2020_12())
+                .to_string(),
             output_schema: self.output_schema.map(|s| s.to_string()),
             safety: self.flags,
             interrupt: self.interrupt,
@@ -150,11 +158,15 @@ impl Describe {
     }
 }
 
-/// The JSON Schema of `T`, without the `$schema` and `title` keys (the
-/// dialect is 2020-12 everywhere Airlock sends it; the title is the Rust
-/// type's name, which means nothing to a model).
-fn schema_of<T: JsonSchema>() -> serde_json::Value {
-    let mut value = schemars::schema_for!(T).to_value();
+/// The JSON Schema of `T` under `settings` (as `T` deserialises, or as it
+/// serialises), without the `$schema` and `title` keys (the dialect is
+/// 2020-12 everywhere Airlock sends it; the title is the Rust type's name,
+/// which means nothing to a model).
+fn schema_of<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> serde_json::Value {
+    let mut value = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
     if let Some(obj) = value.as_object_mut() {
         obj.remove("$schema");
         obj.remove("title");
@@ -193,5 +205,33 @@ mod tests {
         assert_eq!(d.prompt, "A tool.");
         assert_eq!(d.safety, Flags::READ_ONLY);
         assert_eq!(d.preflight, Preflight::VALIDATE);
+        assert!(d.output_schema.is_none());
+    }
+
+    /// Doc of the output.
+    #[derive(serde::Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Found {
+        /// The files.
+        files: Vec<String>,
+        /// Set when not every file is listed.
+        more: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    }
+
+    #[test]
+    fn the_output_schema_describes_the_type_as_it_serialises() {
+        let d = Describe::new("t", "A tool.")
+            .output_schema::<Found>()
+            .into_descriptor::<Input>("1.2.3", Preflight::empty());
+        let schema: serde_json::Value =
+            serde_json::from_str(&d.output_schema.expect("declared")).unwrap();
+        assert_eq!(schema["type"], "object");
+        assert!(schema.get("$schema").is_none() && schema.get("title").is_none());
+        // Serialised, a `None` is `null` unless it is skipped: so `more` is
+        // always there, and `note` may be missing.
+        assert_eq!(schema["required"], serde_json::json!(["files", "more"]));
+        assert_eq!(schema["properties"]["files"]["description"], "The files.");
     }
 }

@@ -188,6 +188,14 @@ impl Context {
         wit_host::file_read_state(&path.to_string_lossy())
     }
 
+    /// Whether `path` is as the agent last read it (`None`: never read):
+    /// the host compares the file's modification time, size and content
+    /// hash with its record, looking at the file itself. Ask this before
+    /// changing a file the model must have seen.
+    pub fn file_unchanged_since_read(&self, path: &Path) -> Option<bool> {
+        wit_host::file_unchanged_since_read(&path.to_string_lossy())
+    }
+
     /// Resolves a path from the input: relative paths against the cwd, `.`
     /// and `..` lexically. Fails, with a message naming the reachable
     /// directories, when the result is outside every mount.
@@ -249,9 +257,9 @@ impl Context {
                     "{} ({})",
                     m.path,
                     if m.writable {
-                        "read-write"
+                        "writable in this call"
                     } else {
-                        "read-only"
+                        "read-only in this call"
                     }
                 )
             })
@@ -491,7 +499,7 @@ mod tests {
         match err {
             ToolError::PermissionDenied(m) => {
                 assert!(m.contains("outside"), "{m}");
-                assert!(m.contains("/ws (read-only)"), "{m}");
+                assert!(m.contains("/ws (read-only in this call)"), "{m}");
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -507,7 +515,15 @@ mod tests {
     #[test]
     fn resolve_writable_needs_a_writable_mount() {
         let cx = cx("/ws", &[("/ws", false), ("/ws/out", true)]);
-        assert!(cx.resolve_writable("a.txt").is_err());
+        let Err(ToolError::PermissionDenied(m)) = cx.resolve_writable("a.txt") else {
+            panic!("a.txt is under a read-only mount");
+        };
+        // Says what holds in this call, not what the grant is: a read-only
+        // call of a read-write workspace sees it read-only too.
+        assert!(
+            m.contains("/ws (read-only in this call), /ws/out (writable in this call)"),
+            "{m}"
+        );
         assert_eq!(
             cx.resolve_writable("out/a.txt").unwrap(),
             PathBuf::from("/ws/out/a.txt")

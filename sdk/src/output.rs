@@ -64,7 +64,13 @@ impl Output {
         self
     }
 
-    /// Sets the structured output (it should match the declared output schema).
+    /// Sets the structured output: a value of the type declared with
+    /// [`Describe::output_schema`](crate::Describe::output_schema) (the host
+    /// checks it against that schema and fails the call if it does not
+    /// match). It must hold the whole result, not a summary of the text:
+    /// MCP clients such as Claude Code show the model only this when it is
+    /// there. A tool that declares no output schema should not set it (over
+    /// MCP it is then not sent).
     pub fn structured(mut self, value: &impl Serialize) -> Self {
         self.inner.structured = Some(to_json(value));
         self

@@ -1,8 +1,9 @@
 //! External MCP servers mounted as tools: `tests/mcp/echo_server.py` (the
-//! official Python `mcp` SDK; `.ci/run` installs it) started by the host,
-//! its tools listed as `mcp__echo__*`, and called through the pipeline and
-//! the executor: asked about (not sandboxed), validated, cancelled at the
-//! server, timed out, with progress, and with only the environment granted.
+//! official Python `mcp` SDK, pinned in the tests' own environment) started
+//! by the host, its tools listed as `mcp__echo__*`, and called through the
+//! pipeline and the executor: asked about (not sandboxed), validated,
+//! cancelled at the server, timed out, with progress, and with only the
+//! environment granted.
 
 use airlock_host::config::{McpServerConfig, ToolConfig};
 use airlock_host::tool::ProgressSink;
@@ -16,19 +17,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The Python interpreter itself (`python3` may be a wrapper script, such
-/// as pyenv's, that adds variables of its own).
+#[path = "../../host/tests/support/python.rs"]
+mod support;
+
+/// The tests' Python interpreter, with the pinned `mcp` SDK (a virtual
+/// environment, created on first use): the interpreter itself, not a
+/// wrapper script such as pyenv's that adds variables of its own.
 fn python() -> String {
-    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let out = std::process::Command::new("python3")
-                .args(["-c", "import sys; print(sys.executable)"])
-                .output()
-                .expect("python3 runs (with `pip install mcp==2.3.0`)");
-            String::from_utf8(out.stdout).unwrap().trim().to_string()
-        })
-        .clone()
+    support::python().display().to_string()
 }
 
 fn server(args: &[&str]) -> McpServerConfig {

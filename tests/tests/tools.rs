@@ -804,3 +804,154 @@ async fn every_bundled_tool_has_a_sound_descriptor() {
         );
     }
 }
+
+/// What a structured result must be for a client that shows the model only
+/// `structuredContent` (Claude Code): declared by an object output schema
+/// (the pipeline fails a call whose structured output does not match it, so
+/// these calls succeeding is the schema check), and the whole result: the
+/// lines, paths and entries the text shows. A document (`read`, `fetch`)
+/// comes back as text only.
+#[tokio::test]
+async fn structured_results_are_declared_and_hold_what_the_text_shows() {
+    let ws = workspace(&[
+        ("src/a.rs", "fn alpha() {}\nlet x = 1;\nfn beta() {}\n"),
+        ("src/b.rs", "fn gamma() {}\n"),
+        ("notes.md", "no functions here\n"),
+    ]);
+    let airlock = airlock(edits_config(ws.path())).await;
+    for entry in airlock.registry().entries() {
+        let d = entry.descriptor();
+        let listed = airlock_host::adapters::mcp::output_schema(d);
+        match d.name.as_str() {
+            "read" | "fetch" => assert!(d.output_schema.is_none(), "{}", d.name),
+            _ => assert!(listed.is_some(), "{} lists an output schema", d.name),
+        }
+    }
+    let mut cx = airlock.context();
+    let structured = |r: &airlock_host::ToolResult| {
+        let output = r.outcome.as_ref().expect("the call succeeds");
+        (
+            output.text_content(),
+            output.structured.clone().expect("a structured result"),
+        )
+    };
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .expect("an array")
+            .iter()
+            .map(|s| s.as_str().expect("a string").to_string())
+            .collect()
+    };
+    let (a, b) = (
+        path_in(ws.path(), "src/a.rs"),
+        path_in(ws.path(), "src/b.rs"),
+    );
+
+    let r = call(
+        &airlock,
+        &mut cx,
+        "grep",
+        json!({"pattern": "fn", "output_mode": "content", "head_limit": 2}),
+    )
+    .await;
+    let (text, s) = structured(&r);
+    assert_eq!(
+        strings(&s["lines"]),
+        [
+            format!("{a}:1:fn alpha() {{}}"),
+            format!("{a}:3:fn beta() {{}}")
+        ]
+    );
+    assert!(text.starts_with(&strings(&s["lines"]).join("\n")), "{text}");
+    assert_eq!(
+        (&s["truncated"], &s["applied_limit"]),
+        (&json!(true), &json!(2))
+    );
+
+    let r = call(
+        &airlock,
+        &mut cx,
+        "grep",
+        json!({"pattern": "fn", "output_mode": "count"}),
+    )
+    .await;
+    let (text, s) = structured(&r);
+    assert_eq!(
+        s["counts"],
+        json!([{"path": a, "count": 2}, {"path": b, "count": 1}])
+    );
+    assert!(text.starts_with(&format!("{a}:2\n{b}:1\n")), "{text}");
+
+    let r = call(&airlock, &mut cx, "grep", json!({"pattern": "fn"})).await;
+    let (text, s) = structured(&r);
+    let mut files = strings(&s["filenames"]);
+    assert_eq!(text, format!("Found 2 files\n{}", files.join("\n")));
+    files.sort();
+    assert_eq!(files, [a.clone(), b.clone()]);
+
+    let r = call(&airlock, &mut cx, "glob", json!({"pattern": "**/*.rs"})).await;
+    let (text, s) = structured(&r);
+    assert_eq!(text, strings(&s["filenames"]).join("\n"));
+    assert_eq!(
+        (&s["num_files"], &s["truncated"]),
+        (&json!(2), &json!(false))
+    );
+
+    let r = call(&airlock, &mut cx, "ls", json!({})).await;
+    let (text, s) = structured(&r);
+    assert_eq!(
+        s["entries"],
+        json!([
+            {"name": "src", "type": "directory"},
+            {"name": "notes.md", "type": "file", "size": 18},
+        ])
+    );
+    assert_eq!(
+        text,
+        format!("{}/\n  src/\n  notes.md (18 bytes)", canonical(ws.path()))
+    );
+
+    let r = call(
+        &airlock,
+        &mut cx,
+        "write",
+        json!({"file_path": "new.txt", "content": "four"}),
+    )
+    .await;
+    let (_, s) = structured(&r);
+    let new = path_in(ws.path(), "new.txt");
+    assert_eq!(s, json!({"file_path": new, "type": "create", "bytes": 4}));
+    let r = call(
+        &airlock,
+        &mut cx,
+        "edit",
+        json!({"file_path": "new.txt", "old_string": "four", "new_string": "five!"}),
+    )
+    .await;
+    let (text, s) = structured(&r);
+    assert_eq!(
+        (&s["type"], &s["replacements"], &s["bytes"]),
+        (&json!("update"), &json!(1), &json!(5))
+    );
+    assert!(text.ends_with(s["snippet"].as_str().unwrap()), "{text}");
+    assert_eq!(s["snippet"], "     1\tfive!");
+    let r = call(
+        &airlock,
+        &mut cx,
+        "edit",
+        json!({"file_path": "made.txt", "old_string": "", "new_string": "made"}),
+    )
+    .await;
+    let (_, s) = structured(&r);
+    assert_eq!(
+        (&s["type"], &s["replacements"]),
+        (&json!("create"), &json!(0))
+    );
+
+    let r = call(&airlock, &mut cx, "cd", json!({"path": "src"})).await;
+    assert_eq!(structured(&r).1, json!({"cwd": path_in(ws.path(), "src")}));
+    let r = call(&airlock, &mut cx, "sleep", json!({"ms": 1})).await;
+    assert_eq!(structured(&r).1, json!({"slept_ms": 1}));
+    let r = call(&airlock, &mut cx, "read", json!({"file_path": "a.rs"})).await;
+    assert!(r.outcome.unwrap().structured.is_none());
+}

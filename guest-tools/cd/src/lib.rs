@@ -5,7 +5,7 @@
 use airlock_sdk::{
     Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool, io_error,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Input of `cd`.
 #[derive(Deserialize, JsonSchema)]
@@ -13,6 +13,13 @@ use serde::Deserialize;
 struct CdInput {
     /// The new working directory: absolute, or relative to the current one.
     path: String,
+}
+
+/// Output of `cd`.
+#[derive(Serialize, JsonSchema)]
+struct CdOutput {
+    /// The new working directory, absolute.
+    cwd: String,
 }
 
 struct Cd;
@@ -31,6 +38,7 @@ impl Tool for Cd {
             )
             .flags(Flags::READ_ONLY | Flags::IDEMPOTENT)
             .workspace(Access::Read)
+            .output_schema::<CdOutput>()
     }
 
     fn call(input: CdInput, cx: &Context) -> Result<Output, ToolError> {
@@ -42,7 +50,11 @@ impl Tool for Cd {
                 "{shown} is not a directory"
             )));
         }
-        Ok(Output::text(format!("The working directory is now {shown}.")).set_cwd(shown))
+        Ok(
+            Output::text(format!("The working directory is now {shown}."))
+                .structured(&CdOutput { cwd: shown.clone() })
+                .set_cwd(shown),
+        )
     }
 }
 

@@ -3,11 +3,11 @@
 //! file must have been read (and be unchanged since) so the model edits
 //! what it saw. The write is atomic, and recorded as a read.
 
-use airlock_sdk::fs::{numbered, stamp, write_atomic};
+use airlock_sdk::fs::{numbered, write_atomic};
 use airlock_sdk::{
     Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool, io_error,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Lines of context around an edit in the snippet shown back.
 const SNIPPET_CONTEXT: usize = 3;
@@ -26,6 +26,34 @@ struct EditInput {
     /// Replace every occurrence instead of requiring exactly one.
     #[serde(default)]
     replace_all: bool,
+}
+
+/// Output of `edit`: the whole result, as the text shows it.
+#[derive(Serialize, JsonSchema)]
+struct EditOutput {
+    /// The file edited, absolute.
+    file_path: String,
+    /// Whether text was replaced or, with an empty `old_string`, the file
+    /// created.
+    #[serde(rename = "type")]
+    kind: Change,
+    /// How many occurrences were replaced (0 when the file was created).
+    replacements: usize,
+    /// The file's size afterwards, in bytes.
+    bytes: usize,
+    /// The file around the first replacement, numbered like `read` (empty
+    /// when the file was created).
+    snippet: String,
+}
+
+/// What an edit did to its file.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Change {
+    /// Text was replaced.
+    Update,
+    /// The file was created.
+    Create,
 }
 
 struct Edit;
@@ -48,6 +76,7 @@ impl Tool for Edit {
             )
             .flags(Flags::empty())
             .workspace(Access::ReadWrite)
+            .output_schema::<EditOutput>()
     }
 
     fn validate(input: &EditInput, _cx: &Context) -> Result<(), String> {
@@ -67,7 +96,7 @@ impl Tool for Edit {
             return create(&path, &shown, &input.new_string);
         }
 
-        let Some(seen) = cx.file_read_state(&path) else {
+        let Some(unchanged) = cx.file_unchanged_since_read(&path) else {
             return match std::fs::metadata(&path) {
                 Err(e) => Err(io_error(&e, &shown)),
                 Ok(_) => Err(ToolError::Conflict(format!(
@@ -75,8 +104,8 @@ impl Tool for Edit {
                 ))),
             };
         };
-        let now = stamp(&path).map_err(|e| io_error(&e, &shown))?;
-        if now != seen {
+        if !unchanged {
+            std::fs::metadata(&path).map_err(|e| io_error(&e, &shown))?;
             return Err(ToolError::Conflict(format!(
                 "{shown} has changed since it was read (by the user or another program). \
                  Read it again, then edit it."
@@ -118,10 +147,13 @@ impl Tool for Edit {
             "Edited {shown}: {replaced} replacement{}. The result around the first one:\n{snippet}",
             if replaced == 1 { "" } else { "s" }
         ))
-        .structured(&serde_json::json!({
-            "file_path": shown,
-            "replacements": replaced,
-        }))
+        .structured(&EditOutput {
+            file_path: shown.clone(),
+            kind: Change::Update,
+            replacements: replaced,
+            bytes: updated.len(),
+            snippet,
+        })
         .record_file_read(shown))
     }
 }
@@ -137,6 +169,13 @@ fn create(path: &std::path::Path, shown: &str, content: &str) -> Result<Output, 
             write_atomic(path, content.as_bytes())?;
             Ok(
                 Output::text(format!("Created {shown} ({} bytes).", content.len()))
+                    .structured(&EditOutput {
+                        file_path: shown.to_string(),
+                        kind: Change::Create,
+                        replacements: 0,
+                        bytes: content.len(),
+                        snippet: String::new(),
+                    })
                     .record_file_read(shown.to_string()),
             )
         }

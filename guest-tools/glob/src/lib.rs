@@ -6,7 +6,7 @@ use airlock_sdk::{
     Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool, io_error,
 };
 use globset::GlobBuilder;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::SystemTime;
 
 const MAX_RESULTS: usize = 100;
@@ -20,6 +20,17 @@ struct GlobInput {
     pattern: String,
     /// The directory to search (default: the working directory).
     path: Option<String>,
+}
+
+/// Output of `glob`: the whole result, as the text shows it.
+#[derive(Serialize, JsonSchema)]
+struct GlobOutput {
+    /// The matching files, absolute, most recently modified first (at most 100).
+    filenames: Vec<String>,
+    /// How many files matched, including any not listed.
+    num_files: usize,
+    /// Whether more files matched than are listed.
+    truncated: bool,
 }
 
 struct Glob;
@@ -46,6 +57,7 @@ impl Tool for Glob {
                     | Flags::SEARCH_OR_READ,
             )
             .workspace(Access::Read)
+            .output_schema::<GlobOutput>()
     }
 
     fn validate(input: &GlobInput, _cx: &Context) -> Result<(), String> {
@@ -105,11 +117,11 @@ impl Tool for Glob {
                 "\n(Showing the {MAX_RESULTS} newest of {total} files. Use a more specific path or pattern.)"
             ));
         }
-        Ok(Output::text(text).structured(&serde_json::json!({
-            "filenames": files,
-            "num_files": total,
-            "truncated": truncated,
-        })))
+        Ok(Output::text(text).structured(&GlobOutput {
+            filenames: files,
+            num_files: total,
+            truncated,
+        }))
     }
 }
 

@@ -11,7 +11,7 @@ use airlock_sdk::{
 };
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -56,7 +56,7 @@ struct GrepInput {
     offset: Option<usize>,
 }
 
-#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 enum OutputMode {
     /// Paths of the files that match, most recently modified first.
@@ -67,14 +67,44 @@ enum OutputMode {
     Count,
 }
 
-impl OutputMode {
-    fn name(self) -> &'static str {
-        match self {
-            OutputMode::FilesWithMatches => "files_with_matches",
-            OutputMode::Content => "content",
-            OutputMode::Count => "count",
-        }
-    }
+/// Output of `grep`: the whole result, as the text shows it. Which list is
+/// there depends on the mode.
+#[derive(Serialize, JsonSchema)]
+struct GrepOutput {
+    /// The output mode of the search.
+    mode: OutputMode,
+    /// `files_with_matches`: the files shown, most recently modified first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filenames: Option<Vec<String>>,
+    /// `content`: the lines shown, as `path:line:text` (`path-line-text` for
+    /// context lines, no line number with `-n` false, `--` between groups).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lines: Option<Vec<String>>,
+    /// `count`: the files shown, with how many lines matched in each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counts: Option<Vec<FileCount>>,
+    /// How many files matched (in `content` mode, among the files searched
+    /// before enough lines were found).
+    num_files: usize,
+    /// How many lines matched, in those files.
+    num_matches: u64,
+    /// How many entries were skipped first (`offset`).
+    applied_offset: usize,
+    /// The most entries shown (`head_limit`), unless unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applied_limit: Option<usize>,
+    /// Whether there are more entries than shown: raise `head_limit` or
+    /// `offset` to see them.
+    truncated: bool,
+}
+
+/// How many lines matched in one file.
+#[derive(Serialize, JsonSchema)]
+struct FileCount {
+    /// The file.
+    path: String,
+    /// How many lines matched in it.
+    count: u64,
 }
 
 struct Grep;
@@ -105,6 +135,7 @@ impl Tool for Grep {
             Flags::READ_ONLY | Flags::CONCURRENCY_SAFE | Flags::IDEMPOTENT | Flags::SEARCH_OR_READ,
         )
         .workspace(Access::Read)
+        .output_schema::<GrepOutput>()
     }
 
     fn validate(input: &GrepInput, _cx: &Context) -> Result<(), String> {
@@ -193,12 +224,54 @@ struct Collected {
 
 fn render(mode: OutputMode, out: Collected, skip: usize, limit: usize) -> Output {
     let num_files = out.files.len();
-    let (entries, noun): (Vec<String>, &str) = match mode {
-        OutputMode::Content => (out.lines, "lines"),
-        OutputMode::Count => (
-            out.files.iter().map(|(p, n)| format!("{p}:{n}")).collect(),
-            "files",
-        ),
+    let stopped_early = out.stopped_early;
+    let page = |entries| paged(entries, skip, limit, stopped_early);
+    let mut structured = GrepOutput {
+        mode,
+        filenames: None,
+        lines: None,
+        counts: None,
+        num_files,
+        num_matches: out.total_matches,
+        applied_offset: skip,
+        applied_limit: (limit != usize::MAX).then_some(limit),
+        truncated: false,
+    };
+    let (mut text, noun) = match mode {
+        OutputMode::Content => {
+            let (lines, more) = page(out.lines);
+            structured.truncated = more;
+            let text = if lines.is_empty() && num_files == 0 {
+                "No matches found".to_string()
+            } else {
+                lines.join("\n")
+            };
+            structured.lines = Some(lines);
+            (text, "lines")
+        }
+        OutputMode::Count => {
+            let all = out
+                .files
+                .into_iter()
+                .map(|(path, count)| FileCount { path, count });
+            let (counts, more) = paged(all.collect(), skip, limit, stopped_early);
+            structured.truncated = more;
+            let text = if counts.is_empty() && num_files == 0 {
+                "No matches found".to_string()
+            } else {
+                format!(
+                    "{}\n\nFound {} matching lines across {num_files} files",
+                    counts
+                        .iter()
+                        .map(|c| format!("{}:{}", c.path, c.count))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    out.total_matches
+                )
+            };
+            structured.counts = Some(counts);
+            (text, "files")
+        }
         OutputMode::FilesWithMatches => {
             let mut by_age: Vec<(SystemTime, &String)> = out
                 .files
@@ -211,48 +284,33 @@ fn render(mode: OutputMode, out: Collected, skip: usize, limit: usize) -> Output
                 })
                 .collect();
             by_age.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-            (
-                by_age.into_iter().map(|(_, p)| p.clone()).collect(),
-                "files",
-            )
+            let (files, more) = page(by_age.into_iter().map(|(_, p)| p.clone()).collect());
+            structured.truncated = more;
+            let text = if num_files == 0 {
+                "No files found".to_string()
+            } else {
+                format!("Found {num_files} files\n{}", files.join("\n"))
+            };
+            structured.filenames = Some(files);
+            (text, "files")
         }
     };
-    let available = entries.len();
-    let page: Vec<String> = entries.into_iter().skip(skip).take(limit).collect();
-    let more = available > skip.saturating_add(page.len()) || out.stopped_early;
-
-    let mut text = match mode {
-        OutputMode::FilesWithMatches if num_files == 0 => "No files found".to_string(),
-        OutputMode::FilesWithMatches => format!("Found {num_files} files\n{}", page.join("\n")),
-        _ if page.is_empty() && num_files == 0 => "No matches found".to_string(),
-        OutputMode::Count => format!(
-            "{}\n\nFound {} matching lines across {num_files} files",
-            page.join("\n"),
-            out.total_matches
-        ),
-        OutputMode::Content => page.join("\n"),
-    };
-    if more {
+    if structured.truncated {
         text.push_str(&format!(
             "\n(more {noun} than shown: limit {}, offset {skip}; raise head_limit or offset to see more)",
             if limit == usize::MAX { "none".to_string() } else { limit.to_string() }
         ));
     }
-    let mut structured = serde_json::json!({
-        "mode": mode.name(),
-        "num_files": num_files,
-        "num_matches": out.total_matches,
-        "applied_offset": skip,
-    });
-    if limit != usize::MAX {
-        structured["applied_limit"] = limit.into();
-    }
-    match mode {
-        OutputMode::FilesWithMatches => structured["filenames"] = page.into(),
-        OutputMode::Content => structured["num_lines"] = page.len().into(),
-        OutputMode::Count => {}
-    }
     Output::text(text).structured(&structured)
+}
+
+/// The page of `entries` after skipping `skip`, at most `limit` long, and
+/// whether there are more than it shows.
+fn paged<T>(entries: Vec<T>, skip: usize, limit: usize, stopped_early: bool) -> (Vec<T>, bool) {
+    let available = entries.len();
+    let page: Vec<T> = entries.into_iter().skip(skip).take(limit).collect();
+    let more = available > skip.saturating_add(page.len()) || stopped_early;
+    (page, more)
 }
 
 /// Collects one file's results.

@@ -4,7 +4,7 @@
 use airlock_sdk::{
     Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool, io_error,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 const MAX_ENTRIES: usize = 1000;
 
@@ -14,6 +14,45 @@ const MAX_ENTRIES: usize = 1000;
 struct LsInput {
     /// The directory to list (default: the working directory).
     path: Option<String>,
+}
+
+/// Output of `ls`: the whole listing, as the text shows it.
+#[derive(Serialize, JsonSchema)]
+struct LsOutput {
+    /// The directory listed, absolute.
+    path: String,
+    /// Its entries: subdirectories first, then the rest, each group by name
+    /// (at most 1000).
+    entries: Vec<Entry>,
+    /// How many entries the directory has, including any not listed.
+    total: usize,
+    /// Whether the directory has more entries than are listed.
+    truncated: bool,
+}
+
+/// One entry of a directory.
+#[derive(Serialize, JsonSchema)]
+struct Entry {
+    /// The entry's name.
+    name: String,
+    /// What it is.
+    #[serde(rename = "type")]
+    kind: Kind,
+    /// Its size in bytes (not for directories and symbolic links).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+}
+
+/// The kind of a directory entry.
+#[derive(Serialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    /// A directory.
+    Directory,
+    /// A symbolic link (not followed).
+    Symlink,
+    /// A file, or anything else that is not a directory or a link.
+    File,
 }
 
 struct Ls;
@@ -39,57 +78,62 @@ impl Tool for Ls {
                     | Flags::SEARCH_OR_READ,
             )
             .workspace(Access::Read)
+            .output_schema::<LsOutput>()
     }
 
     fn call(input: LsInput, cx: &Context) -> Result<Output, ToolError> {
         let dir = cx.resolve(input.path.as_deref().unwrap_or("."))?;
         let shown = dir.display().to_string();
         let entries = std::fs::read_dir(&dir).map_err(|e| io_error(&e, &shown))?;
-        let mut dirs = Vec::new();
-        let mut files = Vec::new();
+        let mut listed = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| io_error(&e, &shown))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Ok(kind) = entry.file_type() else {
+            let Ok(file_type) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() {
-                dirs.push(format!("{name}/"));
-            } else if kind.is_symlink() {
-                files.push((name, None));
+            let (kind, size) = if file_type.is_dir() {
+                (Kind::Directory, None)
+            } else if file_type.is_symlink() {
+                (Kind::Symlink, None)
             } else {
-                files.push((name, entry.metadata().ok().map(|m| m.len())));
-            }
+                (Kind::File, entry.metadata().ok().map(|m| m.len()))
+            };
+            listed.push(Entry { name, kind, size });
         }
-        dirs.sort();
-        files.sort();
-        let total = dirs.len() + files.len();
-        let mut lines: Vec<String> = dirs.to_vec();
-        lines.extend(files.iter().map(|(name, size)| match size {
-            Some(size) => format!("{name} ({size} bytes)"),
-            None => format!("{name} (symlink)"),
-        }));
-        lines.truncate(MAX_ENTRIES);
+        listed.sort_by(|a, b| {
+            let not_a_directory = |e: &Entry| !matches!(e.kind, Kind::Directory);
+            not_a_directory(a)
+                .cmp(&not_a_directory(b))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let total = listed.len();
+        listed.truncate(MAX_ENTRIES);
         let mut text = format!("{shown}/\n");
-        if lines.is_empty() {
+        if listed.is_empty() {
             text.push_str("(empty)");
         } else {
-            text.push_str(
-                &lines
-                    .iter()
-                    .map(|l| format!("  {l}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            );
+            text.push_str(&listed.iter().map(line).collect::<Vec<_>>().join("\n"));
         }
         if total > MAX_ENTRIES {
             text.push_str(&format!("\n(showing {MAX_ENTRIES} of {total} entries)"));
         }
-        Ok(Output::text(text).structured(&serde_json::json!({
-            "path": shown,
-            "directories": dirs,
-            "files": files.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-        })))
+        Ok(Output::text(text).structured(&LsOutput {
+            path: shown,
+            entries: listed,
+            total,
+            truncated: total > MAX_ENTRIES,
+        }))
+    }
+}
+
+/// One entry as a line of the text.
+fn line(entry: &Entry) -> String {
+    match (entry.kind, entry.size) {
+        (Kind::Directory, _) => format!("  {}/", entry.name),
+        (Kind::Symlink, _) => format!("  {} (symlink)", entry.name),
+        (Kind::File, Some(size)) => format!("  {} ({size} bytes)", entry.name),
+        (Kind::File, None) => format!("  {}", entry.name),
     }
 }
 

@@ -3,7 +3,7 @@
 //! benchmarks of the scheduler.
 
 use airlock_sdk::{Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// How often progress is reported.
@@ -16,6 +16,13 @@ struct SleepInput {
     /// How long to wait, in milliseconds (at most 600000).
     #[schemars(range(max = 600000))]
     ms: u64,
+}
+
+/// Output of `sleep`.
+#[derive(Serialize, JsonSchema)]
+struct SleepOutput {
+    /// How long the call waited, in milliseconds.
+    slept_ms: u64,
 }
 
 struct Sleep;
@@ -35,6 +42,7 @@ impl Tool for Sleep {
                  waits. Use it to wait for something outside the agent to finish.",
         )
         .flags(Flags::READ_ONLY | Flags::CONCURRENCY_SAFE | Flags::IDEMPOTENT)
+        .output_schema::<SleepOutput>()
     }
 
     fn call(input: SleepInput, cx: &Context) -> Result<Output, ToolError> {
@@ -58,7 +66,8 @@ impl Tool for Sleep {
             );
             std::thread::sleep(SLICE.min(total - elapsed));
         }
-        Ok(Output::text(format!("Slept {} ms.", input.ms)))
+        Ok(Output::text(format!("Slept {} ms.", input.ms))
+            .structured(&SleepOutput { slept_ms: input.ms }))
     }
 }
 

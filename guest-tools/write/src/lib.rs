@@ -6,7 +6,7 @@ use airlock_sdk::fs::write_atomic;
 use airlock_sdk::{
     Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Input of `write`.
 #[derive(Deserialize, JsonSchema)]
@@ -16,6 +16,28 @@ struct WriteInput {
     file_path: String,
     /// The whole new content of the file.
     content: String,
+}
+
+/// Output of `write`: the whole result, as the text shows it.
+#[derive(Serialize, JsonSchema)]
+struct WriteOutput {
+    /// The file written, absolute.
+    file_path: String,
+    /// Whether the file was created or replaced.
+    #[serde(rename = "type")]
+    kind: Change,
+    /// How many bytes were written.
+    bytes: usize,
+}
+
+/// What a write did to its file.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Change {
+    /// The file was created.
+    Create,
+    /// The file existed and was replaced.
+    Update,
 }
 
 struct Write;
@@ -36,20 +58,25 @@ impl Tool for Write {
             )
             .flags(Flags::DESTRUCTIVE | Flags::IDEMPOTENT)
             .workspace(Access::ReadWrite)
+            .output_schema::<WriteOutput>()
     }
 
     fn call(input: WriteInput, cx: &Context) -> Result<Output, ToolError> {
         let path = cx.resolve_writable(&input.file_path)?;
         let shown = path.display().to_string();
         let existed = write_atomic(&path, input.content.as_bytes())?;
-        let verb = if existed { "Updated" } else { "Created" };
+        let (verb, kind) = if existed {
+            ("Updated", Change::Update)
+        } else {
+            ("Created", Change::Create)
+        };
         Ok(
             Output::text(format!("{verb} {shown} ({} bytes).", input.content.len()))
-                .structured(&serde_json::json!({
-                    "file_path": shown,
-                    "type": if existed { "update" } else { "create" },
-                    "bytes": input.content.len(),
-                }))
+                .structured(&WriteOutput {
+                    file_path: shown.clone(),
+                    kind,
+                    bytes: input.content.len(),
+                })
                 .record_file_read(shown),
         )
     }

@@ -37,12 +37,20 @@ pub fn tool_definition(d: &Descriptor) -> Value {
         },
         "_meta": meta,
     });
-    if let Some(out) = &d.output_schema
-        && out.get("type").and_then(Value::as_str) == Some("object")
-    {
+    if let Some(out) = output_schema(d) {
         def["outputSchema"] = out.clone();
     }
     def
+}
+
+/// The output schema MCP lists for `d`: its own when the root is an object,
+/// else none. A result's structured output goes to an MCP client only when
+/// its tool lists one (as `structuredContent`, which such clients as Claude
+/// Code then show the model instead of the content).
+pub fn output_schema(d: &Descriptor) -> Option<&Value> {
+    d.output_schema
+        .as_ref()
+        .filter(|out| out.get("type").and_then(Value::as_str) == Some("object"))
 }
 
 /// What MCP clients would refuse or mangle in `d`'s definition.
@@ -93,9 +101,11 @@ mod tests {
                 "_meta":{"anthropic/maxResultSizeChars":200000,"anthropic/alwaysLoad":true}})
         );
         assert!(lint(&d).is_empty());
+        assert_eq!(output_schema(&d), d.output_schema.as_ref());
         d.name = "files.read".into();
         d.output_schema = Some(json!({"type":"string"}));
         assert!(tool_definition(&d).get("outputSchema").is_none());
+        assert!(output_schema(&d).is_none());
         assert_eq!(lint(&d).len(), 1, "dots are fine in MCP: {:?}", lint(&d));
     }
 }

@@ -1,5 +1,7 @@
 //! Printing for the command line. Everything a tool controls is cleaned
-//! for the terminal before it is printed.
+//! for the terminal before it is printed. Output goes through
+//! [`to_stdout`], so a reader that goes away (`airlock list | head -1`)
+//! ends it quietly.
 
 use crate::Airlock;
 use crate::descriptor::{Descriptor, SafetyFlags};
@@ -8,6 +10,22 @@ use crate::registry::Entry;
 use crate::sanitize::{self, Sink};
 use crate::tool::{ContentBlock, ProgressEvent, ToolOrigin};
 use serde_json::json;
+use std::io::{self, Write};
+
+/// Runs `print` on stdout and flushes it. A closed pipe is no failure (the
+/// reader has what it wanted, and the output stops there); any other write
+/// error is returned as a message.
+pub(crate) fn to_stdout(
+    print: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), String> {
+    let mut out = io::stdout().lock();
+    match print(&mut out).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write the output: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
 
 /// One-letter codes for the flags, in the order of [`SafetyFlags::NAMED`].
 const FLAG_CODES: [char; 8] = ['R', 'C', 'D', 'I', 'O', 'S', 'U', 'X'];
@@ -67,7 +85,11 @@ pub(crate) enum Format {
 
 /// Prints every tool's definition for `format` as a JSON array on stdout,
 /// and what the API would refuse (or why a schema is not strict) on stderr.
-pub(crate) fn definitions(airlock: &Airlock, format: Format) {
+pub(crate) fn definitions(
+    airlock: &Airlock,
+    format: Format,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     use crate::adapters::{anthropic, mcp, openai};
     let mut defs = Vec::new();
     for entry in airlock.registry().entries() {
@@ -89,13 +111,14 @@ pub(crate) fn definitions(airlock: &Airlock, format: Format) {
         }
         defs.push(def);
     }
-    println!(
+    writeln!(
+        out,
         "{}",
         serde_json::to_string_pretty(&defs).unwrap_or_default()
-    );
+    )
 }
 
-pub(crate) fn list(airlock: &Airlock, as_json: bool) {
+pub(crate) fn list(airlock: &Airlock, as_json: bool, out: &mut dyn Write) -> io::Result<()> {
     let entries = airlock.registry().entries();
     let failures = airlock.registry().failures();
     if as_json {
@@ -120,12 +143,12 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool) {
             .iter()
             .map(|f| json!({"tool": f.tool, "origin": f.origin, "error": f.error.to_string()}))
             .collect();
-        println!(
+        return writeln!(
+            out,
             "{}",
             serde_json::to_string_pretty(&json!({"tools": tools, "unavailable": unavailable}))
                 .unwrap_or_default()
         );
-        return;
     }
     let rows: Vec<[String; 6]> = entries
         .iter()
@@ -165,50 +188,54 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool) {
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        writeln!(out, "{}", line.join("  ").trim_end())?;
     }
-    println!(
+    writeln!(
+        out,
         "\nFLAGS: R read-only, C concurrency-safe, D destructive, I idempotent, O open-world, \
          S search-or-read, U requires-user-interaction, X cancels-siblings-on-error"
-    );
+    )?;
     if entries.is_empty() {
-        println!("(no tools loaded)");
+        writeln!(out, "(no tools loaded)")?;
     }
     for failure in failures {
         eprintln!("unavailable: {}", one_line(&failure.to_string(), 400));
     }
+    Ok(())
 }
 
 /// Prints one tool in full.
-pub(crate) fn describe(entry: &Entry, as_json: bool) {
+pub(crate) fn describe(entry: &Entry, as_json: bool, out: &mut dyn Write) -> io::Result<()> {
     let d = entry.descriptor();
     if as_json {
         let mut value = serde_json::to_value(d).unwrap_or_default();
         value["origin"] = serde_json::to_value(entry.tool.origin()).unwrap_or_default();
-        println!(
+        return writeln!(
+            out,
             "{}",
             serde_json::to_string_pretty(&value).unwrap_or_default()
         );
-        return;
     }
     let g = &entry.grants;
     let workspace = match &g.workspace {
         Some((ws, access)) => format!("{} ({})", ws.guest, access.min(&d.capabilities.workspace)),
         None => "none granted".into(),
     };
-    println!(
+    writeln!(
+        out,
         "{} — {}  (version {}, {})",
         d.name,
         one_line(&d.title, 80),
         one_line(&d.version, 40),
         entry.tool.origin()
-    );
+    )?;
     if !d.aliases.is_empty() {
-        println!("aliases:     {}", d.aliases.join(", "));
+        writeln!(out, "aliases:     {}", d.aliases.join(", "))?;
     }
-    println!("flags:       {}", d.flags);
-    println!("interrupt:   {:?}", d.interrupt);
-    println!(
+    writeln!(out, "flags:       {}", d.flags)?;
+    writeln!(out, "interrupt:   {:?}", d.interrupt)?;
+    writeln!(
+        out,
         "asks for:    workspace {}, network {}, env {}",
         d.capabilities.workspace,
         network(d),
@@ -217,8 +244,9 @@ pub(crate) fn describe(entry: &Entry, as_json: bool) {
         } else {
             d.capabilities.env_vars.join(",")
         }
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "granted:     workspace {workspace}, network {}, env {}, timeout {} ms",
         if g.network.is_empty() {
             "-".into()
@@ -231,19 +259,22 @@ pub(crate) fn describe(entry: &Entry, as_json: bool) {
             g.env.join(",")
         },
         g.timeout.as_millis()
-    );
-    println!("max result:  {} characters", d.max_result_size);
-    println!("\n{}\n", terminal(&d.prompt));
-    println!(
+    )?;
+    writeln!(out, "max result:  {} characters", d.max_result_size)?;
+    writeln!(out, "\n{}\n", terminal(&d.prompt))?;
+    writeln!(
+        out,
         "input schema:\n{}",
         serde_json::to_string_pretty(&d.input_schema).unwrap_or_default()
-    );
+    )?;
     if let Some(schema) = &d.output_schema {
-        println!(
+        writeln!(
+            out,
             "output schema:\n{}",
             serde_json::to_string_pretty(schema).unwrap_or_default()
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// A progress event as one line.
@@ -275,19 +306,27 @@ pub(crate) fn content_text(blocks: &[ContentBlock]) -> String {
         .join("\n")
 }
 
-/// Prints a result: the content on stdout, an error on stderr.
-pub(crate) fn result(result: &ToolResult) {
-    match &result.outcome {
-        Ok(output) => println!("{}", content_text(&output.content)),
-        Err(e) => eprintln!("error ({}): {}", e.class, terminal(&e.message)),
+/// Prints a result: all of it as JSON, or the content on `out` and an
+/// error on stderr.
+pub(crate) fn result(result: &ToolResult, as_json: bool, out: &mut dyn Write) -> io::Result<()> {
+    if as_json {
+        return writeln!(out, "{}", result_json(result));
     }
+    let written = match &result.outcome {
+        Ok(output) => writeln!(out, "{}", content_text(&output.content)),
+        Err(e) => {
+            eprintln!("error ({}): {}", e.class, terminal(&e.message));
+            Ok(())
+        }
+    };
     for refused in &result.refused_changes {
         eprintln!("note: {}", terminal(refused));
     }
+    written
 }
 
 /// A result as JSON.
-pub(crate) fn result_json(result: &ToolResult) -> String {
+fn result_json(result: &ToolResult) -> String {
     let outcome = match &result.outcome {
         Ok(output) => json!({"output": output}),
         Err(e) => json!({"error": e}),
