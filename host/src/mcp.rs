@@ -15,6 +15,11 @@
 //! - every `tools/call` for a tool in view gets exactly one reply (unless
 //!   cancelled), carrying its own result: calls are routed by a per-session
 //!   id, never by order;
+//! - calls reach the session executor in the order the connection (the
+//!   stdio pipe, or the HTTP session) received them, although rmcp handles
+//!   each request in a task of its own: a call waits for its turn;
+//! - when the connection ends (stdin closes, the HTTP session is deleted or
+//!   expires), the calls in flight are cancelled at once;
 //! - a failure of the call (validation, permission, the tool's own error,
 //!   a limit) is a result with `isError`; a JSON-RPC error is only for an
 //!   unknown tool or a malformed request;
@@ -28,11 +33,16 @@
 //! - while `tool_search` is offered, deferred tools are listed only after
 //!   a search in the session found them (the session is then sent
 //!   `list_changed`); they can be called either way;
-//! - nothing but protocol messages is written to stdout.
+//! - nothing but protocol messages is written to stdout;
+//! - over HTTP, only `/mcp` is served (other paths are 404), an unknown
+//!   session is 404 (`DELETE` too), a body that is not a JSON-RPC message
+//!   is a JSON-RPC error with status 400, and a failed `accept` (the file
+//!   descriptor limit) is retried with a back-off, never fatal.
 
 use crate::Airlock;
 use crate::context::ToolContext;
 use crate::descriptor::Descriptor;
+use crate::error::LoadError;
 use crate::executor::{Executor, ExecutorEvent, ExecutorHandle};
 use crate::pipeline::permissions::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use crate::pipeline::{ToolResult, ToolUse};
@@ -41,19 +51,32 @@ use crate::sanitize::{self, Sink};
 use crate::tool::{ContentBlock, ProgressEvent};
 use async_trait::async_trait;
 use rmcp::model::{
-    BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult,
-    ContentBlock as McpContent, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, Resource, ServerCapabilities, ServerConfig, Tool,
+    BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
+    ClientRequest, ContentBlock as McpContent, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage, JsonRpcRequest,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, Resource, ServerCapabilities, ServerConfig, ServerJsonRpcMessage, Tool,
 };
-use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
+use rmcp::service::{
+    ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage,
+};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
+};
+use rmcp::transport::streamable_http_server::session::{
+    ServerSseMessage, SessionId, SessionManager,
+};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::{Transport, WorkerTransport};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 /// Tools per `tools/list` page.
 const PAGE: usize = 100;
@@ -63,6 +86,17 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How long a permission question waits for the user.
 const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a call waits for code the client just approved to be loaded.
+const APPROVAL_WAIT: Duration = Duration::from_secs(5);
+
+/// The path Streamable HTTP is served at.
+const MCP_PATH: &str = "/mcp";
+
+/// The first wait after a failed `accept`, doubled while it keeps failing.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The longest wait after a failed `accept`.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// The host as the MCP sessions share it: the tools (replaced when the
 /// tool directories change) and the policy.
@@ -77,7 +111,8 @@ const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
 /// // Either one client on stdin/stdout…
 /// host.serve_stdio().await?;
 /// // …or many over Streamable HTTP at http://127.0.0.1:8123/mcp.
-/// host.serve_http(tokio::net::TcpListener::bind("127.0.0.1:8123").await?).await?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8123").await?;
+/// host.serve_http(listener, &airlock_host::mcp::HttpOptions::default()).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -92,14 +127,15 @@ impl McpHost {
     /// airlock's prompter answers permission questions for clients that
     /// cannot be asked (elicitation).
     pub fn new(airlock: Airlock) -> McpHost {
-        let dirs = airlock.grants().config().effective_tool_dirs();
-        let mut stamp = SourceStamp::of(&dirs);
+        let config = airlock.grants().config().clone();
+        let dirs = config.effective_tool_dirs();
+        let mut stamp = SourceStamp::of(&config);
         let (tx, rx) = watch::channel(airlock);
         if !dirs.is_empty() {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(WATCH_INTERVAL).await;
-                    let now = SourceStamp::of(&dirs);
+                    let now = SourceStamp::of(&config);
                     if now == stamp {
                         continue;
                     }
@@ -125,35 +161,77 @@ impl McpHost {
         McpServer::new(self.clone())
     }
 
-    /// Serves one session on stdin/stdout until stdin closes.
+    /// Serves one session on stdin/stdout until stdin closes; the calls
+    /// still in flight then are cancelled.
     pub async fn serve_stdio(&self) -> anyhow::Result<()> {
-        let running = self.session().serve(rmcp::transport::stdio_pipes()).await?;
+        let (read, write) = rmcp::transport::stdio_pipes();
+        let transport = Ordered::new(AsyncRwTransport::new_server(read, write));
+        let running = self.session().serve(transport).await?;
         running.waiting().await?;
         Ok(())
     }
 
     /// Serves Streamable HTTP on `listener` at `/mcp`, a session (and an
     /// agent context) per client; requests whose `Origin` is not this
-    /// server are refused (403).
-    pub async fn serve_http(&self, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
-        use rmcp::transport::streamable_http_server::{
-            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-        };
+    /// server are refused (403). Returns only on an error that is not a
+    /// failed `accept`: those are logged and retried.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        options: &HttpOptions,
+    ) -> anyhow::Result<()> {
         let port = listener.local_addr()?.port();
         let config = StreamableHttpServerConfig::default().with_allowed_origins([
             format!("http://127.0.0.1:{port}"),
             format!("http://localhost:{port}"),
         ]);
+        let max_body = config.max_request_body_bytes;
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = options.session_idle;
+        let sessions = Arc::new(OrderedSessions {
+            inner: Arc::new(local),
+            live: Arc::default(),
+        });
         let host = self.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(host.session()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        let service =
+            StreamableHttpService::new(move || Ok(host.session()), sessions.clone(), config);
+        let front = Arc::new(HttpFront {
+            service,
+            sessions,
+            max_body,
+            max_sessions: options.max_sessions.max(1),
+        });
+        let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
+        let mut backoff = ACCEPT_BACKOFF_MIN;
         loop {
-            let (stream, _) = listener.accept().await?;
-            let service = hyper_util::service::TowerToHyperService::new(service.clone());
+            // Over the cap, a connection waits in the listen backlog.
+            let permit = connections.clone().acquire_owned().await?;
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    stream
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "accepting an MCP connection failed ({e}); retrying in {} ms",
+                        backoff.as_millis()
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    continue;
+                }
+            };
+            // Each reply is written as a few small segments: without this,
+            // every one after the first waits for the client's delayed ACK.
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY on an MCP connection: {e}");
+            }
+            let front = front.clone();
             tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let front = front.clone();
+                    async move { Ok::<_, std::convert::Infallible>(front.handle(request).await) }
+                });
                 let io = hyper_util::rt::TokioIo::new(stream);
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(io, service)
@@ -161,8 +239,452 @@ impl McpHost {
                 {
                     tracing::debug!("an MCP connection ended: {e}");
                 }
+                drop(permit);
             });
         }
+    }
+}
+
+/// The limits of [`McpHost::serve_http`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Connections served at once; more wait to be accepted until one
+    /// closes.
+    pub max_connections: usize,
+    /// How long a session may go without a request before it ends
+    /// (`None`: never).
+    pub session_idle: Option<Duration>,
+    /// Sessions open at once; a client that would open one more gets a
+    /// 503 with a JSON-RPC error saying so (each session holds an agent
+    /// context and an executor).
+    pub max_sessions: usize,
+}
+
+impl Default for HttpOptions {
+    /// 1024 connections, 1024 sessions; sessions end after 5 minutes idle.
+    fn default() -> HttpOptions {
+        HttpOptions {
+            max_connections: 1024,
+            session_idle: Some(Duration::from_secs(300)),
+            max_sessions: 1024,
+        }
+    }
+}
+
+type HttpBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+
+/// What stands between a connection and rmcp's Streamable HTTP service:
+/// the path, an unknown session's `DELETE`, and a body that is no JSON-RPC
+/// message get the answers the protocol asks for.
+struct HttpFront {
+    service: StreamableHttpService<McpServer, OrderedSessions>,
+    sessions: Arc<OrderedSessions>,
+    max_body: usize,
+    max_sessions: usize,
+}
+
+impl HttpFront {
+    async fn handle(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<HttpBody> {
+        if request.uri().path() != MCP_PATH {
+            return plain(
+                http::StatusCode::NOT_FOUND,
+                "Not Found: the MCP endpoint is /mcp",
+            );
+        }
+        match *request.method() {
+            http::Method::POST => self.post(request).await,
+            http::Method::DELETE => self.delete(request).await,
+            _ => self.service.handle(request).await,
+        }
+    }
+
+    /// rmcp answers 202 to a `DELETE` of any session: once rmcp's own
+    /// checks (such as the `Origin`) passed, a known one is 204 (what MCP
+    /// clients expect) and an unknown one 404.
+    async fn delete(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<HttpBody> {
+        let id = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(|id| SessionId::from(id.to_owned()));
+        let known = match &id {
+            Some(id) => self.sessions.inner.has_session(id).await.unwrap_or(false),
+            None => true,
+        };
+        let mut response = self.service.handle(request).await;
+        if response.status() == http::StatusCode::ACCEPTED {
+            if !known {
+                return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
+            }
+            *response.status_mut() = http::StatusCode::NO_CONTENT;
+        }
+        response
+    }
+
+    /// rmcp answers 415 to a JSON body it cannot read as a message: that is
+    /// a JSON-RPC parse error (-32700) or invalid request (-32600), status
+    /// 400.
+    async fn post(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<HttpBody> {
+        use http_body_util::BodyExt;
+        let (parts, body) = request.into_parts();
+        let json = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+                essence.trim().eq_ignore_ascii_case("application/json")
+            });
+        let bytes = match http_body_util::Limited::new(body, self.max_body)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return plain(
+                    http::StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "Payload Too Large: the body exceeds {} bytes",
+                        self.max_body
+                    ),
+                );
+            }
+            Err(e) => {
+                return plain(
+                    http::StatusCode::BAD_REQUEST,
+                    &format!("Bad Request: the body could not be read: {e}"),
+                );
+            }
+        };
+        // A request without a session may open one: it takes a place
+        // under the cap first, given back unless a session was opened
+        // (then it is given back when the session ends).
+        let opens = !parts.headers.contains_key("mcp-session-id");
+        if opens
+            && self
+                .sessions
+                .live
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < self.max_sessions).then_some(n + 1)
+                })
+                .is_err()
+        {
+            return too_many_sessions(&bytes, self.max_sessions);
+        }
+        let request = http::Request::from_parts(parts, http_body_util::Full::new(bytes.clone()));
+        let response = self.service.handle(request).await;
+        if opens && !response.headers().contains_key("mcp-session-id") {
+            self.sessions.live.fetch_sub(1, Ordering::SeqCst);
+        }
+        if json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            return unreadable_message(&bytes);
+        }
+        response
+    }
+}
+
+/// A plain-text response.
+fn plain(status: http::StatusCode, text: &str) -> http::Response<HttpBody> {
+    use http_body_util::BodyExt;
+    let mut response =
+        http::Response::new(http_body_util::Full::new(bytes::Bytes::from(text.to_owned())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// The JSON-RPC error (status 503) for a request that would open a session
+/// over the cap.
+fn too_many_sessions(body: &[u8], max: usize) -> http::Response<HttpBody> {
+    let id = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .filter(|id| id.is_string() || id.is_number())
+        .unwrap_or_default();
+    let mut response = json_error(
+        id,
+        -32000,
+        &format!(
+            "this server has {max} MCP sessions open, its limit (`airlock mcp --max-sessions`): \
+             end one (DELETE /mcp), or retry when an idle one has expired"
+        ),
+    );
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("5"),
+    );
+    response
+}
+
+/// A JSON-RPC error response (status 400 until the caller changes it).
+fn json_error(id: serde_json::Value, code: i32, message: &str) -> http::Response<HttpBody> {
+    use http_body_util::BodyExt;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message},
+    });
+    let mut response = http::Response::new(
+        http_body_util::Full::new(bytes::Bytes::from(body.to_string())).boxed(),
+    );
+    *response.status_mut() = http::StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The JSON-RPC error (status 400) for a body that is not JSON (-32700) or
+/// JSON that is not a message this server reads (-32600).
+fn unreadable_message(body: &[u8]) -> http::Response<HttpBody> {
+    let (code, message, id) = match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(e) => (
+            ErrorCode::PARSE_ERROR,
+            format!("Parse error: the body is not JSON ({e})"),
+            serde_json::Value::Null,
+        ),
+        Ok(value) => (
+            ErrorCode::INVALID_REQUEST,
+            "Invalid Request: the body is not a JSON-RPC message this server reads".to_owned(),
+            value
+                .get("id")
+                .filter(|id| id.is_string() || id.is_number())
+                .cloned()
+                .unwrap_or_default(),
+        ),
+    };
+    json_error(id, code.0, &message)
+}
+
+/// rmcp's in-memory sessions, each one's transport [`Ordered`]. A session
+/// that ended (idle too long) is forgotten as soon as it ends, so a request
+/// for it is 404 at once instead of waiting for rmcp's own shutdown of the
+/// session (up to 5 s).
+struct OrderedSessions {
+    inner: Arc<LocalSessionManager>,
+    /// Sessions open, and places taken by requests that may open one.
+    live: Arc<AtomicUsize>,
+}
+
+impl SessionManager for OrderedSessions {
+    type Error = LocalSessionManagerError;
+    type Transport = Ordered<WorkerTransport<LocalSessionWorker>>;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let (id, transport) = self.inner.create_session().await?;
+        let transport = Ordered::new(transport);
+        let (sessions, ended, forget) = (self.inner.clone(), transport.closed.clone(), id.clone());
+        let live = self.live.clone();
+        tokio::spawn(async move {
+            ended.cancelled().await;
+            live.fetch_sub(1, Ordering::SeqCst);
+            if let Err(e) = sessions.close_session(&forget).await {
+                tracing::debug!("forgetting an ended MCP session failed: {e}");
+            }
+        });
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.inner.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.inner.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.inner.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>
+    {
+        self.inner.create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.inner.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>
+    {
+        self.inner.create_standalone_stream(id).await
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>
+    {
+        self.inner.resume(id, last_event_id).await
+    }
+}
+
+/// A connection's transport that gives each `tools/call` request, as it
+/// is received, its turn (and the connection's end, [`Received`]): rmcp
+/// handles each request in a task of its own, and those tasks start in no
+/// particular order, so the turn is what keeps calls in the client's order.
+/// When the peer closes the connection, the end is signalled.
+struct Ordered<T> {
+    inner: T,
+    turns: Arc<watch::Sender<Turns>>,
+    next: u64,
+    closed: CancellationToken,
+}
+
+impl<T> Ordered<T> {
+    fn new(inner: T) -> Ordered<T> {
+        Ordered {
+            inner,
+            turns: Arc::new(watch::Sender::new(Turns::default())),
+            next: 0,
+            closed: CancellationToken::new(),
+        }
+    }
+}
+
+impl<T> Drop for Ordered<T> {
+    /// However the connection's service ended, its end is signalled (a
+    /// session's place under the cap is given back on it).
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let mut message = self.inner.receive().await;
+        match &mut message {
+            Some(JsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::CallToolRequest(call),
+                ..
+            })) => {
+                let turn = Turn(Arc::new(TurnInner {
+                    number: self.next,
+                    turns: self.turns.clone(),
+                    taken: AtomicBool::new(false),
+                }));
+                self.next += 1;
+                call.extensions_mut().insert(Received {
+                    turn,
+                    closed: self.closed.clone(),
+                });
+            }
+            Some(_) => {}
+            None => self.closed.cancel(),
+        }
+        message
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// What a `tools/call` request carries from [`Ordered`] to the handler.
+#[derive(Clone)]
+struct Received {
+    turn: Turn,
+    /// Cancelled when the connection ends.
+    closed: CancellationToken,
+}
+
+/// Which turn comes next on a connection; turns given up before their time
+/// (a request that never reached the executor) are skipped when it comes.
+#[derive(Default)]
+struct Turns {
+    next: u64,
+    given_up: BTreeSet<u64>,
+}
+
+impl Turns {
+    fn done(&mut self, number: u64) {
+        if number != self.next {
+            self.given_up.insert(number);
+            return;
+        }
+        self.next += 1;
+        while self.given_up.remove(&self.next) {
+            self.next += 1;
+        }
+    }
+}
+
+/// One request's turn: [`Turn::wait`] returns once every earlier request
+/// took or gave up its own; taking it ([`Turn::take`], or dropping the
+/// last clone) lets the next one go.
+#[derive(Clone)]
+struct Turn(Arc<TurnInner>);
+
+struct TurnInner {
+    number: u64,
+    turns: Arc<watch::Sender<Turns>>,
+    taken: AtomicBool,
+}
+
+impl Turn {
+    async fn wait(&self) {
+        let number = self.0.number;
+        let mut turns = self.0.turns.subscribe();
+        // The sender lives as long as this turn: the wait cannot fail.
+        let _ = turns.wait_for(|t| t.next == number).await;
+    }
+
+    fn take(&self) {
+        self.0.take();
+    }
+}
+
+impl TurnInner {
+    fn take(&self) {
+        if !self.taken.swap(true, Ordering::AcqRel) {
+            self.turns.send_modify(|t| t.done(self.number));
+        }
+    }
+}
+
+impl Drop for TurnInner {
+    fn drop(&mut self) {
+        self.take();
     }
 }
 
@@ -182,6 +704,8 @@ struct Session {
     /// Deferred tools that `tool_search` found in this session: listed
     /// from then on.
     found: Mutex<HashSet<String>>,
+    /// Changed code (digests) this session was already asked to approve.
+    offered: Mutex<HashSet<String>>,
 }
 
 /// Where a call's result and progress go.
@@ -220,6 +744,7 @@ impl McpServer {
                 routes,
                 next_id: AtomicU64::new(1),
                 found: Mutex::default(),
+                offered: Mutex::default(),
             }),
         }
     }
@@ -230,6 +755,90 @@ impl McpServer {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// When the component of `tool` changed under the server and its new
+    /// code is not approved (the code approved before still runs), asks the
+    /// client once per change whether to approve it, showing what changed;
+    /// approved, the new code is recorded and served from this call on.
+    async fn offer_changed_code(&self, tool: &str) {
+        let Some(name) = self.tools().get(tool).map(|e| e.descriptor().name.clone()) else {
+            return;
+        };
+        let (change, file) = {
+            let airlock = self.session.host.tools.borrow();
+            let change = airlock
+                .registry()
+                .failures()
+                .iter()
+                .find_map(|f| match &f.error {
+                    LoadError::Unapproved { name: n, was, now } if *n == name => {
+                        Some((was.clone(), now.clone()))
+                    }
+                    _ => None,
+                });
+            (change, airlock.grants().config().effective_approvals_file())
+        };
+        let (Some((was, now)), Some(file)) = (change, file) else {
+            return;
+        };
+        if !lock(&self.session.offered).insert(now.clone()) {
+            return;
+        }
+        let Some(peer) = self.session.prompter.peer.get().filter(|p| {
+            p.supported_elicitation_modes()
+                .contains(&ElicitationMode::Form)
+        }) else {
+            return;
+        };
+        let schema = ElicitationSchema::builder()
+            .required_bool_property("approve", |b: BooleanSchema| {
+                b.title("Approve the new code and run it from now on")
+                    .with_default(false)
+            })
+            .build_unchecked();
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!(
+                "airlock: the component of {name} changed since it was approved (BLAKE3 {was} \
+                 -> {now}). The code approved before runs until the new code is approved \
+                 (here, or with `airlock approve {name}`)."
+            ),
+            requested_schema: schema,
+        };
+        let approved = match peer
+            .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
+            .await
+        {
+            Ok(r) if r.action == ElicitationAction::Accept => {
+                r.content
+                    .and_then(|c| c.get("approve").and_then(|v| v.as_bool()))
+                    == Some(true)
+            }
+            _ => false,
+        };
+        if !approved {
+            return;
+        }
+        let recorded = tokio::task::spawn_blocking({
+            let (name, now) = (name.clone(), now.clone());
+            move || crate::approvals::Approvals::record(&file, &name, &now)
+        })
+        .await;
+        if !matches!(recorded, Ok(Ok(()))) {
+            tracing::warn!(tool = %name, "the approval could not be recorded: {recorded:?}");
+            return;
+        }
+        // The watcher sees the approvals file change and reloads; this
+        // call waits for the new code, briefly.
+        let deadline = tokio::time::Instant::now() + APPROVAL_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if self.tools().get(&name).and_then(|e| e.tool.digest()) == Some(now.as_str()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::warn!(tool = %name, "the approved code was not loaded in time; this call runs the code approved before");
     }
 }
 
@@ -379,16 +988,30 @@ impl PermissionPrompter for McpPrompter {
                 match (yes("allow"), yes("always")) {
                     (true, true) => PermissionAnswer::AllowAlways,
                     (true, false) => PermissionAnswer::Allow,
-                    _ => PermissionAnswer::Deny(Some("the user did not allow this call".into())),
+                    _ => PermissionAnswer::Deny(Some(format!(
+                        "the user did not allow this call. {}",
+                        how_to_allow(&request.tool_name)
+                    ))),
                 }
             }
-            Ok(_) => PermissionAnswer::Deny(Some("the user declined this call".into())),
+            Ok(_) => PermissionAnswer::Deny(Some(format!(
+                "the user declined this call. {}",
+                how_to_allow(&request.tool_name)
+            ))),
             Err(e) => PermissionAnswer::Deny(Some(format!(
-                "asking the user failed ({e}); allow {} with a rule (permissions.allow) instead",
-                request.tool_name
+                "asking the user failed ({e}). {}",
+                how_to_allow(&request.tool_name)
             ))),
         }
     }
+}
+
+/// How to let calls of `tool` run without a question.
+fn how_to_allow(tool: &str) -> String {
+    format!(
+        "To run {tool} without asking, allow it with a rule (permissions.allow = [\"{tool}\"]), \
+         another permission mode (--mode), or --yes."
+    )
 }
 
 /// The page of a list of `len` tools that `cursor` asks for: its start,
@@ -417,8 +1040,9 @@ fn mcp_tool(d: &Descriptor) -> Result<Tool, ErrorData> {
 }
 
 /// A result as MCP content: `isError` for every failure of the call; the
-/// structured output also as text; the hooks' additional context after it.
-fn mcp_result(result: ToolResult) -> CallToolResult {
+/// structured output also as text, and as `structuredContent` only for a
+/// tool that lists an output schema; the hooks' additional context after it.
+fn mcp_result(result: ToolResult, lists_output_schema: bool) -> CallToolResult {
     let mut r = match result.outcome {
         Ok(output) => {
             let mut content: Vec<McpContent> = output
@@ -450,11 +1074,16 @@ fn mcp_result(result: ToolResult) -> CallToolResult {
                     }
                 })
                 .collect();
-            if let Some(structured) = &output.structured {
+            // A client that reads only the text still gets a result with no
+            // content of its own (MCP's compatibility advice); one with
+            // content already says it, and the JSON would say it twice.
+            if let Some(structured) = &output.structured
+                && content.is_empty()
+            {
                 content.push(McpContent::text(structured.to_string()));
             }
             let mut r = CallToolResult::success(content);
-            r.structured_content = output.structured;
+            r.structured_content = output.structured.filter(|_| lists_output_schema);
             r
         }
         Err(error) => CallToolResult::error(vec![McpContent::text(error.message)]),
@@ -527,13 +1156,32 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if self.tools().get(&request.name).is_none() {
+        let Some(lists_output_schema) = self
+            .tools()
+            .get(&request.name)
+            .map(|e| crate::adapters::mcp::output_schema(e.descriptor()).is_some())
+        else {
             return Err(ErrorData::invalid_params(
                 format!("there is no tool named {:?}", request.name),
                 None,
             ));
+        };
+        self.offer_changed_code(&request.name).await;
+        // Without a turn (a transport other than this module's), the call
+        // goes in as soon as its handler runs.
+        let received = context.extensions.remove::<Received>();
+        let closed = received
+            .as_ref()
+            .map(|r| r.closed.clone())
+            .unwrap_or_default();
+        if let Some(received) = &received {
+            tokio::select! {
+                () = received.turn.wait() => {}
+                () = context.ct.cancelled() => return Err(cancelled_by_client()),
+                () = closed.cancelled() => return Err(connection_closed()),
+            }
         }
         let session = &self.session;
         let id = format!("mcp-{}", session.next_id.fetch_add(1, Ordering::Relaxed));
@@ -555,28 +1203,84 @@ impl ServerHandler for McpServer {
         session
             .executor
             .add(ToolUse::new(id.clone(), request.name.as_ref(), input));
+        if let Some(received) = received {
+            received.turn.take();
+        }
         tokio::select! {
             result = rx => match result {
                 Ok(result) => {
                     if session.found_tools(&result) {
                         let _ = context.peer.notify_tool_list_changed().await;
                     }
-                    Ok(mcp_result(result).into())
+                    Ok(mcp_result(result, lists_output_schema).into())
                 }
                 Err(_) => Err(ErrorData::internal_error("the session's executor stopped", None)),
             },
             () = context.ct.cancelled() => {
                 session.executor.cancel(id);
-                Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "cancelled by the client", None))
+                Err(cancelled_by_client())
+            }
+            () = closed.cancelled() => {
+                session.executor.cancel(id);
+                Err(connection_closed())
             }
         }
     }
+}
+
+fn cancelled_by_client() -> ErrorData {
+    ErrorData::new(ErrorCode::INTERNAL_ERROR, "cancelled by the client", None)
+}
+
+fn connection_closed() -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INTERNAL_ERROR,
+        "cancelled: the client closed the connection",
+        None,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::descriptor::SafetyFlags;
+
+    #[test]
+    fn a_turn_comes_after_every_earlier_one_was_taken_or_given_up() {
+        let mut turns = Turns::default();
+        turns.done(2);
+        turns.done(1);
+        assert_eq!(turns.next, 0, "0 is still out");
+        turns.done(0);
+        assert_eq!(turns.next, 3);
+        turns.done(4);
+        assert_eq!(turns.next, 3);
+        turns.done(3);
+        assert_eq!((turns.next, turns.given_up.len()), (5, 0));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_turn_lets_the_next_one_go() {
+        let ordered = Ordered::new(());
+        let turn = |number| {
+            Turn(Arc::new(TurnInner {
+                number,
+                turns: ordered.turns.clone(),
+                taken: AtomicBool::new(false),
+            }))
+        };
+        let (first, second, third) = (turn(0), turn(1), turn(2));
+        let waiting = tokio::spawn(async move { third.wait().await });
+        drop(second);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the first turn is not taken");
+        first.wait().await;
+        first.take();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the third turn comes")
+            .unwrap();
+    }
 
     #[test]
     fn pages_follow_their_cursors_to_the_end() {
@@ -616,7 +1320,7 @@ mod tests {
     }
 
     #[test]
-    fn structured_output_is_also_sent_as_text_and_failures_are_is_error() {
+    fn structured_output_is_sent_as_text_only_without_other_content_and_failures_are_is_error() {
         let output = crate::tool::ToolOutput {
             structured: Some(serde_json::json!({"n": 1})),
             ..crate::tool::ToolOutput::text("one")
@@ -631,7 +1335,9 @@ mod tests {
         let mut result = ToolResult::failed("id", "t", crate::CallError::cancelled("unused"));
         result.outcome = Ok(output);
         result.additional_context = vec!["from a hook".into()];
-        let ok = mcp_result(result);
+        let unlisted = mcp_result(result.clone(), false);
+        assert_eq!(unlisted.structured_content, None, "no output schema listed");
+        let ok = mcp_result(result, true);
         assert_eq!(ok.is_error, Some(false));
         assert_eq!(ok.structured_content, Some(serde_json::json!({"n": 1})));
         let texts: Vec<String> = ok
@@ -639,16 +1345,26 @@ mod tests {
             .iter()
             .filter_map(|c| c.as_text().map(|t| t.text.clone()))
             .collect();
-        assert_eq!(texts, ["one", r#"{"n":1}"#, "from a hook"]);
+        assert_eq!(texts, ["one", "from a hook"], "the text already says it");
         let link = serde_json::to_value(&ok.content[1]).unwrap();
         assert_eq!(link["type"], "resource_link");
         assert_eq!(link["uri"], "file:///w/a.rs");
         assert_eq!(link["mimeType"], "text/x-rust");
-        let failed = mcp_result(ToolResult::failed(
-            "id",
-            "t",
-            crate::CallError::cancelled("stopped"),
-        ));
+        let mut bare = ToolResult::failed("id", "t", crate::CallError::cancelled("unused"));
+        bare.outcome = Ok(crate::tool::ToolOutput {
+            structured: Some(serde_json::json!({"n": 2})),
+            ..crate::tool::ToolOutput::default()
+        });
+        let bare = mcp_result(bare, false);
+        assert_eq!(
+            bare.content[0].as_text().map(|t| t.text.as_str()),
+            Some(r#"{"n":2}"#),
+            "a result with no content of its own is sent as text"
+        );
+        let failed = mcp_result(
+            ToolResult::failed("id", "t", crate::CallError::cancelled("stopped")),
+            true,
+        );
         assert_eq!(failed.is_error, Some(true));
     }
 }

@@ -1,13 +1,21 @@
 //! `airlock mcp` driven by a real third-party client: the official Python
-//! `mcp` SDK (`pip install mcp==2.3.0`; `.ci/run` installs it), over stdio
-//! and Streamable HTTP. The scripts in `tests/mcp/` hold the assertions;
-//! these tests prepare their workspaces and tool directories and run them.
+//! `mcp` SDK (pinned, in a virtual environment the tests create on first
+//! use: `support/python.rs`), over stdio and Streamable HTTP. The scripts
+//! in `tests/mcp/` hold the assertions; these tests prepare their
+//! workspaces and tool directories and run them. Raw newline-delimited
+//! JSON-RPC and hand-written HTTP/1.1 clients check what an SDK hides:
+//! the order of pipelined calls, socket options, status codes, limits.
 
 #![cfg(feature = "mcp")]
 
+#[path = "support/python.rs"]
+mod support;
+
 use airlock_host::bundled::BUNDLED;
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
+use support::python;
 
 /// The component of the bundled tool built from `package`.
 fn bundled(package: &str) -> &'static [u8] {
@@ -39,12 +47,12 @@ fn isolated(mut command: Command, home: &Path) -> Command {
 fn python_client(script: &str, args: &[&Path]) -> String {
     let home = tempfile::tempdir().unwrap();
     let script = format!("{}/../tests/mcp/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = isolated(Command::new("python3"), home.path())
+    let out = isolated(Command::new(python()), home.path())
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_airlock"))
         .args(args)
         .output()
-        .expect("python3 runs (install the client with `pip install mcp==2.3.0`)");
+        .expect("the tests' Python runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -136,11 +144,7 @@ fn the_stdio_server_exits_when_stdin_closes_even_with_a_call_running() {
 #[test]
 fn a_signal_stops_the_server_and_the_mcp_servers_it_started() {
     use std::time::{Duration, Instant};
-    let python = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 runs");
-    let python = String::from_utf8(python.stdout).unwrap().trim().to_string();
+    let python = python().display().to_string();
     let script = format!("{}/../tests/mcp/echo_server.py", env!("CARGO_MANIFEST_DIR"));
     let alive = |pid: &str| {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -241,4 +245,691 @@ fn exit_of(child: &mut std::process::Child, when: &str) -> std::process::ExitSta
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// Claude Code shows the model only `structuredContent` when a result has
+/// one: every bundled tool that sends it lists an `outputSchema`, and what
+/// it sends validates against that schema and holds the lines, paths and
+/// entries the text shows (`tests/mcp/structured.py`).
+#[test]
+fn structured_content_matches_the_listed_output_schema_and_holds_the_whole_result() {
+    run_client("structured.py");
+}
+
+/// `airlock ARGS mcp` over piped stdio driven by raw JSON-RPC lines, past
+/// the handshake (with `capabilities` as the client's).
+struct RawStdio {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl RawStdio {
+    fn start(home: &Path, args: &[&str], capabilities: &str) -> RawStdio {
+        use std::process::Stdio;
+        let child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home)
+            .args(args)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = RawStdio::from_child(child);
+        server.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        ));
+        let reply = server.next();
+        assert_eq!(reply["id"], 0, "{reply}");
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server
+    }
+
+    fn from_child(mut child: std::process::Child) -> RawStdio {
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        RawStdio {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Writes `lines` (each one message) in one go.
+    fn send(&mut self, lines: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{lines}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message from the server.
+    fn next(&mut self) -> serde_json::Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "the server closed stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    /// The next reply (a message with an id and no method).
+    fn reply(&mut self) -> serde_json::Value {
+        loop {
+            let message = self.next();
+            if message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+}
+
+impl Drop for RawStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call_line(id: u64, tool: &str, arguments: serde_json::Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    })
+    .to_string()
+}
+
+/// The text of a `tools/call` reply, and whether it is an error.
+fn call_text(reply: &serde_json::Value) -> (String, bool) {
+    let result = &reply["result"];
+    let text = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (text, result["isError"] == true)
+}
+
+/// rmcp handles each request in a task of its own; calls written back to
+/// back must still reach the executor in the order they were written: each
+/// `read` sees the file as the `edit` before it left it, and each `edit`
+/// finds the file read (issue 14, defect 2).
+#[test]
+fn pipelined_calls_over_stdio_run_in_the_order_they_were_written() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let file = workspace.join("count.txt");
+    std::fs::write(&file, "count: 0\n").unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    const PAIRS: u64 = 100;
+    let file = file.to_str().unwrap();
+    let lines: Vec<String> = (0..PAIRS)
+        .flat_map(|k| {
+            [
+                call_line(2 * k + 1, "read", serde_json::json!({"file_path": file})),
+                call_line(
+                    2 * k + 2,
+                    "edit",
+                    serde_json::json!({
+                        "file_path": file,
+                        "old_string": format!("count: {k}\n"),
+                        "new_string": format!("count: {}\n", k + 1),
+                    }),
+                ),
+            ]
+        })
+        .collect();
+    server.send(&lines.join("\n"));
+    let mut replies = HashMap::new();
+    for _ in 0..2 * PAIRS {
+        let reply = server.reply();
+        replies.insert(reply["id"].as_u64().unwrap(), reply);
+    }
+    for k in 0..PAIRS {
+        let (read, failed) = call_text(&replies[&(2 * k + 1)]);
+        assert!(
+            !failed && read.contains(&format!("count: {k}")),
+            "read {k} ran out of order: {read}"
+        );
+        let (edit, failed) = call_text(&replies[&(2 * k + 2)]);
+        assert!(!failed, "edit {k} ran out of order: {edit}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(file).unwrap(),
+        format!("count: {PAIRS}\n")
+    );
+}
+
+/// An exclusive call written right after a running one waits for it (the
+/// executor's rule), so the `sleep` finishes, and replies, first.
+#[test]
+fn an_exclusive_call_written_after_a_running_one_waits_for_it() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    for round in 0..5u64 {
+        let target = format!("{ws}/w{round}.txt");
+        server.send(&format!(
+            "{}\n{}",
+            call_line(1000 + 2 * round, "sleep", serde_json::json!({"ms": 300})),
+            call_line(
+                1001 + 2 * round,
+                "write",
+                serde_json::json!({"file_path": target, "content": "x"})
+            )
+        ));
+        let first = server.reply();
+        assert_eq!(
+            first["id"],
+            1000 + 2 * round,
+            "the write overtook the sleep: {first}"
+        );
+        let second = server.reply();
+        assert!(!call_text(&second).1, "{second}");
+    }
+}
+
+/// Closing stdin ends the server at once: the calls in flight are
+/// cancelled, not given rmcp's 5 s to finish (issue 14).
+#[test]
+fn closing_stdin_cancels_the_calls_in_flight_at_once() {
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let mut server = RawStdio::start(home.path(), &[], "{}");
+    server.send(&call_line(1, "sleep", serde_json::json!({"ms": 60000})));
+    std::thread::sleep(Duration::from_millis(300));
+    drop(server.stdin.take());
+    let closed = Instant::now();
+    let status = exit_of(&mut server.child, "after stdin closed");
+    let took = closed.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the server took {took:?} to exit after stdin closed"
+    );
+}
+
+/// A permission question the user declines says how to allow the call
+/// without asking (issue 14).
+#[test]
+fn a_declined_elicitation_says_how_to_allow_the_call() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path().canonicalize().unwrap();
+    let ws = ws.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws],
+        r#"{"elicitation":{"form":{}}}"#,
+    );
+    let target = format!("{ws}/no.txt");
+    server.send(&call_line(
+        1,
+        "write",
+        serde_json::json!({"file_path": target, "content": "no"}),
+    ));
+    let question = server.next();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    server.send(
+        &serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": question["id"],
+            "result": {"action": "decline"},
+        })
+        .to_string(),
+    );
+    let (text, failed) = call_text(&server.reply());
+    assert!(failed && text.contains("declined"), "{text}");
+    for how in ["permissions.allow = [\"write\"]", "--mode", "--yes"] {
+        assert!(text.contains(how), "{how:?} is not in: {text}");
+    }
+    assert!(!Path::new(&target).exists());
+}
+
+/// `airlock ARGS mcp --http 127.0.0.1:0 EXTRA`, and where it listens; its
+/// stderr is kept.
+struct HttpServer {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl HttpServer {
+    fn start(home: &Path, extra: &[&str], setup: impl FnOnce(&mut Command)) -> HttpServer {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut command = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home);
+        command
+            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        setup(&mut command);
+        let mut child = command.spawn().unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let url = first
+            .split("http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("the server did not say where it listens: {first}"));
+        let addr = url.trim_end_matches("/mcp").parse().unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut kept = kept.lock().unwrap();
+                kept.push_str(&line);
+                kept.push('\n');
+            }
+        });
+        HttpServer {
+            child,
+            addr,
+            stderr,
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection, spoken by hand.
+struct Http {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    session: Option<String>,
+}
+
+/// A response: its status, headers (lower-case names) and body.
+struct Reply {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: String,
+}
+
+impl Reply {
+    /// The JSON-RPC message in the body (JSON, or the SSE event that holds
+    /// one).
+    fn message(&self) -> serde_json::Value {
+        let json = self
+            .body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .find(|d| d.starts_with('{'))
+            .unwrap_or(&self.body);
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {:?}", self.body))
+    }
+}
+
+impl Http {
+    fn connect(addr: std::net::SocketAddr) -> Http {
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        Http {
+            reader: std::io::BufReader::new(stream),
+            session: None,
+        }
+    }
+
+    /// Writes a request (with the session's id, once there is one) in one
+    /// write.
+    fn write(&mut self, method: &str, path: &str, body: &str) {
+        use std::io::Write;
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+             Accept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if let Some(session) = &self.session {
+            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        let request = format!("{head}\r\n{body}");
+        self.reader.get_mut().write_all(request.as_bytes()).unwrap();
+    }
+
+    /// Reads one response (`Content-Length` or chunked).
+    fn read(&mut self) -> std::io::Result<Reply> {
+        use std::io::{BufRead, Read};
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not a status line: {line:?}"));
+        let mut headers = HashMap::new();
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            let Some((name, value)) = line.trim_end().split_once(':') else {
+                break;
+            };
+            headers.insert(name.to_ascii_lowercase(), value.trim().to_string());
+        }
+        let mut body = Vec::new();
+        if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line)?;
+                let size = usize::from_str_radix(line.trim(), 16).unwrap();
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk)?;
+                body.extend_from_slice(&chunk[..size]);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            let length = headers
+                .get("content-length")
+                .map_or(0, |l| l.parse().unwrap());
+            body.resize(length, 0);
+            self.reader.read_exact(&mut body)?;
+        }
+        Ok(Reply {
+            status,
+            headers,
+            body: String::from_utf8(body).unwrap(),
+        })
+    }
+
+    fn request(&mut self, method: &str, path: &str, body: &str) -> Reply {
+        self.write(method, path, body);
+        self.read().unwrap()
+    }
+
+    /// `initialize`, then `notifications/initialized`: the connection is in
+    /// a session from then on.
+    fn initialize(&mut self) {
+        let reply = self.request(
+            "POST",
+            "/mcp",
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        self.session = Some(reply.headers["mcp-session-id"].clone());
+        let reply = self.request(
+            "POST",
+            "/mcp",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        );
+        assert_eq!(reply.status, 202, "{}", reply.body);
+    }
+
+    fn ping(&mut self, id: u64) -> Reply {
+        self.request(
+            "POST",
+            "/mcp",
+            &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+        )
+    }
+}
+
+/// Replies on a kept-alive connection go out at once: without
+/// `TCP_NODELAY` each one after the first waits about 40 ms for the
+/// client's delayed ACK (issue 14, defect 1). The bound is generous; it
+/// only catches that stall.
+#[test]
+fn http_replies_on_a_kept_alive_connection_do_not_wait_for_a_delayed_ack() {
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    let started = Instant::now();
+    for id in 1..=20 {
+        let reply = client.ping(id);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(reply.message()["id"], id);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(400),
+        "20 pings on one connection took {took:?}"
+    );
+}
+
+/// Only `/mcp` is served; a body that is not a JSON-RPC message is a
+/// JSON-RPC error with status 400; `DELETE` ends a session with 204 (what
+/// MCP clients expect) and is 404 for an unknown one (issue 14).
+#[test]
+fn http_answers_what_the_protocol_says() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut client = Http::connect(server.addr);
+    for path in ["/", "/other", "/mcp/x"] {
+        let reply = client.request("POST", path, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        assert_eq!(reply.status, 404, "{path}: {}", reply.body);
+    }
+    let reply = client.request("POST", "/mcp", r#"{"jsonrpc":"2.0","id":1,"#);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.message()["error"]["code"], -32700, "{}", reply.body);
+    let reply = client.request("POST", "/mcp", r#"{"jsonrpc":"2.0","id":7,"what":1}"#);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = reply.message();
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert_eq!(error["id"], 7, "{error}");
+
+    client.session = Some("no-such-session".into());
+    let reply = client.request("DELETE", "/mcp", "");
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    client.session = None;
+    client.initialize();
+    assert_eq!(client.ping(1).status, 200);
+    let reply = client.request("DELETE", "/mcp", "");
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(client.ping(2).status, 404, "the session ended");
+    assert_eq!(client.request("DELETE", "/mcp", "").status, 404);
+}
+
+/// `--idle-timeout` ends a session that had no request for that long; it
+/// is then unknown (404), so the client starts a new one.
+#[test]
+fn an_idle_http_session_ends_after_the_configured_time() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &["--idle-timeout", "1"], |_| {});
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    assert_eq!(client.ping(1).status, 200);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let reply = client.ping(2);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+}
+
+/// A connection over `--max-connections` waits until one closes.
+#[test]
+fn connections_over_the_cap_wait_for_one_to_close() {
+    use std::time::Duration;
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &["--max-connections", "1"], |_| {});
+    let mut first = Http::connect(server.addr);
+    first.initialize();
+    let mut second = Http::connect(server.addr);
+    second
+        .reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    second.write("POST", "/other", "{}");
+    let waited = second.read();
+    assert!(
+        waited.is_err(),
+        "a connection over the cap was served: {}",
+        waited.map(|r| r.status).unwrap_or_default()
+    );
+    drop(first);
+    second
+        .reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(second.read().unwrap().status, 404);
+}
+
+/// With the file descriptor limit reached, `accept` fails (`EMFILE`): the
+/// server logs it, backs off and serves again once descriptors are free
+/// (issue 14, defect 3).
+#[cfg(target_os = "linux")]
+#[test]
+fn running_out_of_file_descriptors_does_not_end_the_http_server() {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |command| {
+        // SAFETY: setrlimit is async-signal-safe, and the closure touches
+        // nothing else between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 64,
+                    rlim_max: 64,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let mut held = Vec::new();
+    let started = Instant::now();
+    while !server
+        .stderr
+        .lock()
+        .unwrap()
+        .contains("Too many open files")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "accept never failed with {} connections open",
+            held.len()
+        );
+        if held.len() < 200 {
+            held.push(std::net::TcpStream::connect(server.addr).unwrap());
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    drop(held);
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    assert_eq!(client.ping(1).status, 200);
+    let mut server = server;
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server exited"
+    );
+}
+
+/// A port in use is a configuration error (exit 3), said plainly.
+#[test]
+fn a_port_in_use_exits_3_saying_so() {
+    let home = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home.path())
+        .args(["mcp", "--http", &port])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on 127.0.0.1:{port}"))
+            && stderr.contains("another program uses the port"),
+        "{stderr}"
+    );
+}
+
+/// `--max-sessions` caps the sessions open at once: a client that would
+/// open one more gets a 503 with a JSON-RPC error naming the limit, and a
+/// place freed by `DELETE` can be taken again (issue 13, fairness).
+#[test]
+fn sessions_over_the_cap_are_refused_with_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &["--max-sessions", "2"], |_| {});
+    let mut first = Http::connect(server.addr);
+    first.initialize();
+    let mut second = Http::connect(server.addr);
+    second.initialize();
+    let mut third = Http::connect(server.addr);
+    let refused = third.request(
+        "POST",
+        "/mcp",
+        r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let error = &refused.message()["error"];
+    assert_eq!(refused.message()["id"], 7);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-sessions"),
+        "{error}"
+    );
+    // Requests in an open session are not refused.
+    assert_eq!(first.ping(1).status, 200);
+    assert_eq!(first.request("DELETE", "/mcp", "").status, 204);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut retry = Http::connect(server.addr);
+        let reply = retry.request(
+            "POST",
+            "/mcp",
+            r#"{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        );
+        if reply.status == 200 {
+            break;
+        }
+        assert_eq!(reply.status, 503, "{}", reply.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ended session's place never came back"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A component swapped under a running server is held (the code approved
+/// before runs) until approved: the client is asked once per change, by
+/// elicitation, and its approval is recorded and served (issue 13).
+#[test]
+fn changed_code_is_offered_for_approval_over_elicitation() {
+    let workspace = tempfile::tempdir().unwrap();
+    let tool_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tool_dir.path().join("write.wasm"),
+        bundled("airlock-tool-write"),
+    )
+    .unwrap();
+    let out = python_client(
+        "approve.py",
+        &[&workspace.path().canonicalize().unwrap(), tool_dir.path()],
+    );
+    assert!(out.contains("approve ok"), "{out}");
 }

@@ -106,6 +106,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Approves the code now in place for a tool: a running `airlock mcp` serves a component that changed under it only once its new digest is approved.
+    Approve {
+        /// The tool's name or alias.
+        tool: String,
+    },
     /// Calls a tool once, with INPUT as its JSON input ('-' reads it from stdin).
     Call {
         /// The tool's name or alias.
@@ -136,6 +141,17 @@ enum Command {
         /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio. ADDR is a port (on 127.0.0.1) or IP:PORT; port 0 picks one.
         #[arg(long, value_name = "ADDR", value_parser = http_addr)]
         http: Option<std::net::SocketAddr>,
+        /// With --http: connections served at once; more wait until one closes.
+        #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: u32,
+        /// With --http: end a session after SECS without a request (0: never).
+        #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http")]
+        idle_timeout: u64,
+        /// With --http: sessions open at once; a client that would open one more gets a 503 saying so.
+        #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_sessions: u32,
     },
 }
 
@@ -236,6 +252,48 @@ fn ignored(signal: libc::c_int) -> bool {
     read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
+/// Records the digest of the component now named `tool` as approved, after
+/// showing what it is and asks for.
+fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
+    let Some(entry) = airlock.registry().get(tool) else {
+        return no_such_tool(airlock, tool);
+    };
+    let name = &entry.descriptor().name;
+    let Some(digest) = entry.tool.digest() else {
+        eprintln!(
+            "airlock: {name} ({}) is not a component: there is no code to approve",
+            entry.tool.origin()
+        );
+        return ExitCode::from(EXIT_NO_TOOL);
+    };
+    let Some(file) = airlock.grants().config().effective_approvals_file() else {
+        eprintln!(
+            "airlock: there is no configuration directory (set HOME or XDG_CONFIG_HOME) to record approvals in"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    if let Err(e) = render::to_stdout(|out| render::describe(entry, false, out)) {
+        return printed(Err(e));
+    }
+    match crate::approvals::Approvals::record(&file, name, digest) {
+        Ok(()) => {
+            println!(
+                "approved {name} ({}), BLAKE3 {digest}, in {}",
+                entry.tool.origin(),
+                file.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "airlock: cannot record the approval in {}: {e}",
+                file.display()
+            );
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
 fn init_logging(verbose: u8) {
     let default = match verbose {
         0 => "warn",
@@ -244,9 +302,14 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only for a terminal: a log written to a file or a pipe gets
+    // no escape codes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(false)
         .try_init();
 }
@@ -286,21 +349,17 @@ async fn run(cli: Cli) -> ExitCode {
         Command::List {
             format: Some(format),
             ..
-        } => {
-            render::definitions(&airlock, format);
-            ExitCode::SUCCESS
-        }
+        } => printed(render::to_stdout(|out| {
+            render::definitions(&airlock, format, out)
+        })),
         Command::List { json, .. } => {
-            render::list(&airlock, json);
-            ExitCode::SUCCESS
+            printed(render::to_stdout(|out| render::list(&airlock, json, out)))
         }
         Command::Describe { tool, json } => match airlock.registry().get(&tool) {
-            Some(entry) => {
-                render::describe(entry, json);
-                ExitCode::SUCCESS
-            }
+            Some(entry) => printed(render::to_stdout(|out| render::describe(entry, json, out))),
             None => no_such_tool(&airlock, &tool),
         },
+        Command::Approve { tool } => approve(&airlock, &tool),
         Command::Call { tool, input, json } => call(&airlock, &tool, &input, json).await,
         Command::Run {
             input,
@@ -315,7 +374,12 @@ async fn run(cli: Cli) -> ExitCode {
             }
         },
         #[cfg(feature = "mcp")]
-        Command::Mcp { http } => {
+        Command::Mcp {
+            http,
+            max_connections,
+            idle_timeout,
+            max_sessions,
+        } => {
             let host = crate::mcp::McpHost::new(airlock);
             let served = match http {
                 None => host.serve_stdio().await,
@@ -330,9 +394,23 @@ async fn run(cli: Cli) -> ExitCode {
                         if let Ok(bound) = listener.local_addr() {
                             eprintln!("airlock: serving MCP on http://{bound}/mcp");
                         }
-                        host.serve_http(listener).await
+                        let options = crate::mcp::HttpOptions {
+                            max_connections: max_connections as usize,
+                            session_idle: (idle_timeout > 0)
+                                .then(|| Duration::from_secs(idle_timeout)),
+                            max_sessions: max_sessions as usize,
+                        };
+                        host.serve_http(listener, &options).await
                     }
-                    Err(e) => Err(anyhow::anyhow!("cannot listen on {addr}: {e}")),
+                    Err(e) => {
+                        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+                            " (another program uses the port: pick another, or 0 for any)"
+                        } else {
+                            ""
+                        };
+                        eprintln!("airlock: cannot listen on {addr}: {e}{hint}");
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
                 },
             };
             match served {
@@ -417,6 +495,19 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
     Ok(config)
 }
 
+/// The exit code of a command whose work was printing: 0, or 1 when the
+/// output could not be written (a closed pipe is fine: see
+/// [`render::to_stdout`]).
+fn printed(written: Result<(), String>) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("airlock: {message}");
+            ExitCode::from(EXIT_CALL_FAILED)
+        }
+    }
+}
+
 fn no_such_tool(airlock: &Airlock, name: &str) -> ExitCode {
     let failure = airlock
         .registry()
@@ -495,10 +586,9 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCod
     interrupt.abort();
     let _ = printer.await;
 
-    if json {
-        println!("{}", render::result_json(&result));
-    } else {
-        render::result(&result);
+    let written = render::to_stdout(|out| render::result(&result, json, out));
+    if written.is_err() {
+        return printed(written);
     }
     if result.is_error() {
         ExitCode::from(EXIT_CALL_FAILED)

@@ -1,0 +1,75 @@
+"""A component that changes under a running `airlock mcp` is not run until
+it is approved: the code approved before goes on running, and the client is
+asked (by elicitation, once per change) whether to approve the new code;
+approved, it is recorded and runs from that call on.
+
+Usage: python3 tests/mcp/approve.py AIRLOCK WORKSPACE TOOL_DIR
+  TOOL_DIR holds write.wasm; HOME is a fresh directory.
+"""
+
+import json
+import os
+import sys
+import time
+
+import anyio
+import mcp.types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+
+def recompiled(path: str) -> bytes:
+    """The component with a custom section appended: other code, the same
+    tool."""
+    data = open(path, "rb").read()
+    name = b"airlock-test"
+    payload = bytes([len(name)]) + name + b"changed"
+    return data + bytes([0, len(payload)]) + payload
+
+
+async def main(binary: str, workspace: str, tool_dir: str) -> None:
+    asked = []
+
+    async def on_elicit(ctx, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    args = ["--no-bundled", "--tools", tool_dir, "--workspace", workspace, "--mode", "acceptEdits", "mcp"]
+    server = StdioServerParameters(command=binary, args=args)
+    approvals = os.path.join(os.environ["HOME"], ".config/airlock/approved.json")
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(
+            read, write, read_timeout_seconds=30.0, elicitation_callback=on_elicit
+        ) as session:
+            await session.initialize()
+
+            async def write_file(name: str):
+                r = await session.call_tool(
+                    "write", {"file_path": f"{workspace}/{name}", "content": "x"}
+                )
+                assert not r.is_error, r.content
+
+            await write_file("one.txt")
+            assert asked == [], asked
+
+            component = os.path.join(tool_dir, "write.wasm")
+            changed = recompiled(component)
+            with open(component + ".tmp", "wb") as f:
+                f.write(changed)
+            os.replace(component + ".tmp", component)
+            # The watcher polls every 500 ms; the change is held, not served.
+            await anyio.sleep(1.5)
+            await write_file("two.txt")
+            assert len(asked) == 1, asked
+            assert "changed since it was approved" in asked[0], asked[0]
+            assert "airlock approve write" in asked[0], asked[0]
+            recorded = json.load(open(approvals))
+            assert len(recorded["tools"]["write"]) == 1, recorded
+
+            # Asked once per change.
+            await write_file("three.txt")
+            assert len(asked) == 1, asked
+    print("approve ok")
+
+
+if __name__ == "__main__":
+    anyio.run(main, *sys.argv[1:4])
