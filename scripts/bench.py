@@ -237,6 +237,8 @@ def main():
     reload_restarted = criterion_median("mcp_reload", "restarting_server")
     cancel = live["cancel_latency"]
     rss = live["live_calls_rss"]
+    fair = live["fairness"]
+    cold_load = live["cold_load"]
 
     def ms(s):
         return f"{s * 1000:.2f} ms"
@@ -308,6 +310,15 @@ def main():
          "again)", "reported", ms(reload_kept),
          f"restarting it (its configuration changed): {ms(reload_restarted)}",
          f"{reload_restarted / reload_kept:.1f}× faster", True, None),
+        ("10", f"Fairness: another agent context's `sleep 0` calls while one context keeps "
+         f"{fair['flood_in_flight']:,} calls in flight (pool: 1,000)", "p99 ≤ 50 ms",
+         f"p50 {fair['p50_ms']:.3f} ms, p99 {fair['p99_ms']:.3f} ms",
+         f"no flood: p50 {fair['quiet_p50_ms']:.3f} ms, p99 {fair['quiet_p99_ms']:.3f} ms",
+         f"p99 {fair['p99_ms'] / fair['quiet_p99_ms']:.0f}× quiet", fair["p99_ms"] <= 50, None),
+        ("11", f"Cold load of {cold_load['components']} distinct components (cache empty)",
+         "reported", f"{cold_load['seconds']:.1f} s",
+         f"resident before: {cold_load['rss_before_mib']:.0f} MiB",
+         f"peak resident {cold_load['peak_rss_mib']:.0f} MiB", True, None),
     ]
 
     limits = {
@@ -389,6 +400,12 @@ def main():
         "stdin/stdout (`host/benches/mcp_stdio.rs`): `tools/call` of `sleep {\"ms\": 0}` one "
         "at a time and 64 at once, `ping`, the same request echoed by `cat`, the call in "
         "process, and a fresh process's handshake plus `tools/list`.",
+        "10. One agent context keeps 2,000 `sleep` calls of 50 ms in flight (so about a "
+        "thousand wait for a pool slot); another makes 200 `sleep {\"ms\": 0}` calls one "
+        "after another (`host/benches/live.rs`). Slots go to the contexts in turn.",
+        "11. 300 copies of `sleep`, each with a custom section of its own, loaded from a tool "
+        "directory with an empty artifact cache: a few at a time, within a 128 MiB budget of "
+        "component bytes (`host/benches/live.rs`, run first in its process).",
         "",
         "## Commands",
         "",

@@ -116,6 +116,9 @@ impl airlock::tool::host::Host for State {
     ) -> wasmtime::Result<Option<airlock::tool::types::FileStamp>> {
         Ok(None)
     }
+    fn file_unchanged_since_read(&mut self, _: String) -> wasmtime::Result<Option<bool>> {
+        Ok(None)
+    }
 }
 
 fn engine(interruption: bool) -> Engine {

@@ -10,6 +10,18 @@
 //!   process's resident memory is read from `/proc/self/status`, against
 //!   the same process with the tools loaded and no call running.
 //!
+//! - **Fairness**: one agent context keeps 2,000 `sleep` calls of 50 ms in
+//!   flight (twice the pool's 1,000 slots, so about a thousand wait for
+//!   one at any time); another context makes 200 `sleep {"ms": 0}` calls
+//!   one after another meanwhile. Their latency (p50, p99) against the same
+//!   calls with no flood.
+//!
+//! - **Cold load**: 300 distinct components (the bundled `sleep`, each with
+//!   a custom section of its own, so each is compiled) loaded from a tool
+//!   directory with an empty artifact cache: the time, and the process's
+//!   peak resident memory against its memory before the load. Run it alone
+//!   (`-- cold_load`), so the peak is the load's.
+//!
 //! Prints one `RESULT {json}` line per figure (what `just bench` reads).
 //! Run with `cargo bench -p airlock-host --bench live`.
 
@@ -32,12 +44,137 @@ fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    if wanted("cold_load") {
+        runtime.block_on(cold_load());
+    }
     if wanted("cancel_latency") {
         runtime.block_on(cancel_latency());
     }
     if wanted("live_calls_rss") {
         runtime.block_on(live_calls_rss());
     }
+    if wanted("fairness") {
+        runtime.block_on(fairness());
+    }
+}
+
+const COLD_COMPONENTS: usize = 300;
+
+async fn cold_load() {
+    let sleep = airlock_host::bundled::BUNDLED
+        .iter()
+        .find(|(name, _)| *name == "airlock-tool-sleep")
+        .map(|(_, bytes)| bytes.to_vec())
+        .expect("sleep is bundled");
+    let tools = tempfile::tempdir().expect("a temp dir");
+    let cache = tempfile::tempdir().expect("a temp dir");
+    for i in 0..COLD_COMPONENTS {
+        // A custom section makes each one other bytes, so each is compiled;
+        // they all describe themselves as `sleep`, so all but one are
+        // refused after loading (which is what is measured).
+        let tag = format!("cold-{i}");
+        let mut section = vec![4u8];
+        section.extend_from_slice(b"cold");
+        section.extend_from_slice(tag.as_bytes());
+        let mut bytes = sleep.clone();
+        bytes.push(0);
+        bytes.push(section.len() as u8);
+        bytes.extend_from_slice(&section);
+        std::fs::write(tools.path().join(format!("t{i}.wasm")), bytes).expect("write");
+    }
+    let mut config = host_config(tools.path());
+    config.workspace = None;
+    config.bundled_tools = false;
+    config.tool_dirs = Some(vec![tools.path().to_path_buf()]);
+    config.cache_dir = Some(cache.path().join("artifacts"));
+    let (before, _) = rss_mib();
+    let started = Instant::now();
+    let airlock = Airlock::new(config).await.expect("the host starts");
+    let took = started.elapsed();
+    let (_, peak) = rss_mib();
+    assert!(airlock.registry().get("sleep").is_some());
+    report(json!({
+        "figure": "cold_load",
+        "components": COLD_COMPONENTS,
+        "seconds": took.as_secs_f64(),
+        "rss_before_mib": before,
+        "peak_rss_mib": peak,
+    }));
+}
+
+const FLOOD: usize = 2000;
+const CANARIES: usize = 200;
+
+/// The latencies (ms, sorted) of `CANARIES` `sleep 0` calls in a context
+/// of their own, one after another.
+async fn canaries(airlock: &Airlock) -> Vec<f64> {
+    let mut cx = airlock.context();
+    let mut latencies = Vec::with_capacity(CANARIES);
+    for i in 0..CANARIES {
+        let started = Instant::now();
+        let r = airlock
+            .call(
+                &mut cx,
+                ToolUse::new(format!("canary{i}"), "sleep", json!({"ms": 0})),
+            )
+            .await;
+        assert!(!r.is_error(), "{}", r.text());
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    latencies.sort_by(f64::total_cmp);
+    latencies
+}
+
+async fn fairness() {
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    let airlock = Airlock::new(host_config(workspace.path()))
+        .await
+        .expect("the bundled tools load");
+    let quiet = canaries(&airlock).await;
+
+    let stop = CancellationToken::new();
+    let flood_cx = airlock.context();
+    let (progress, mut events) = ProgressSink::channel(4 * FLOOD);
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..FLOOD {
+        let (airlock, stop, progress) = (airlock.clone(), stop.clone(), progress.clone());
+        let mut cx = flood_cx.clone();
+        flood.spawn(async move {
+            let mut calls = 0usize;
+            while !stop.is_cancelled() {
+                let control = CallControl {
+                    progress: progress.clone(),
+                    cancel: CancellationToken::new(),
+                };
+                let use_ = ToolUse::new(format!("flood{i}"), "sleep", json!({"ms": 50}));
+                airlock.call_with(&mut cx, use_, control).await;
+                calls += 1;
+            }
+            calls
+        });
+    }
+    // The flood holds the pool once a thousand of its calls are running.
+    let mut running = HashSet::new();
+    while running.len() < 1000 {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .expect("the flood starts within a minute")
+            .expect("the progress channel stays open");
+        running.insert(event.tool_use_id);
+    }
+    let flooded = canaries(&airlock).await;
+    stop.cancel();
+    let flood_calls: usize = flood.join_all().await.into_iter().sum();
+    report(json!({
+        "figure": "fairness",
+        "flood_in_flight": FLOOD,
+        "flood_calls": flood_calls,
+        "canaries": CANARIES,
+        "p50_ms": percentile(&flooded, 50.0),
+        "p99_ms": percentile(&flooded, 99.0),
+        "quiet_p50_ms": percentile(&quiet, 50.0),
+        "quiet_p99_ms": percentile(&quiet, 99.0),
+    }));
 }
 
 fn host_config(workspace: &std::path::Path) -> Config {

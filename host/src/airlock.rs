@@ -135,7 +135,7 @@ impl Airlock {
         if !same_sources || &config.limits != self.engine.limits() {
             return self.loaded_under(config).await;
         }
-        let grants = Arc::new(Grants::from_config(&config)?);
+        let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
         let registry = self.registry.regrant(&grants);
         Airlock::assemble(
             self.engine.clone(),
@@ -155,7 +155,7 @@ impl Airlock {
     }
 
     async fn loaded_under(&self, config: Config) -> anyhow::Result<Airlock> {
-        let grants = Arc::new(Grants::from_config(&config)?);
+        let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
         let engine = Engine::from_config(&config)?;
         let registry = self.registry.load_again(&engine, &grants).await;
         Airlock::assemble(engine, grants, registry, self.policy.prompter.clone()).await

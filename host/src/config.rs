@@ -82,6 +82,14 @@ pub struct Config {
     /// The settings files merged in, in order.
     #[serde(skip)]
     pub merged_settings: Vec<PathBuf>,
+    /// Where `airlock approve` records approved tool code (default
+    /// [`approvals_file`]).
+    #[serde(default)]
+    pub approvals: Option<PathBuf>,
+    /// The file this configuration was read from, if any
+    /// ([`Config::from_file`]): no writable grant may contain it.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
     /// External MCP servers (stdio) whose tools are mounted as
     /// `mcp__NAME__TOOL` (see [`McpServerConfig`]). They run outside the
     /// sandbox, so their calls ask in the default mode.
@@ -163,6 +171,8 @@ impl Default for Config {
             tool_search: ToolSearchMode::Auto,
             settings: Vec::new(),
             merged_settings: Vec::new(),
+            source: None,
+            approvals: None,
             mcp_servers: BTreeMap::new(),
         }
     }
@@ -201,6 +211,11 @@ pub struct ToolConfig {
     /// by name only until `tool_search` finds it.
     #[serde(default)]
     pub defer_loading: Option<bool>,
+    /// The component file that may take this name when another tool has
+    /// it too (a directory tool in place of a bundled one, or one of two
+    /// directories' tools). Without it, a name already in use is refused.
+    #[serde(default)]
+    pub source: Option<PathBuf>,
 }
 
 /// A directory besides the workspace.
@@ -343,6 +358,9 @@ impl Config {
             for mount in &mut tool.mounts {
                 fix(&mut mount.host);
             }
+            if let Some(source) = &mut tool.source {
+                fix(source);
+            }
         }
         for server in config.mcp_servers.values_mut() {
             if let Some(cwd) = &mut server.cwd {
@@ -354,6 +372,9 @@ impl Config {
         }
         if let Some(dir) = &mut config.cache_dir {
             fix(dir);
+        }
+        if let Some(file) = &mut config.approvals {
+            fix(file);
         }
         for group in config
             .hooks
@@ -381,14 +402,21 @@ impl Config {
 
     /// Reads a configuration file.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let text = crate::host_files::read_text_capped(
+            path,
+            crate::host_files::CONFIG_BYTES,
+            crate::host_files::Links::Follow,
+        )
+        .map_err(|e| ConfigError {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        Config::from_toml(&text, path.parent()).map_err(|mut e| {
+        let mut config = Config::from_toml(&text, path.parent()).map_err(|mut e| {
             e.path = path.display().to_string();
             e
-        })
+        })?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
     }
 
     /// The configuration Airlock uses when none is named: `$AIRLOCK_CONFIG`,
@@ -432,8 +460,64 @@ impl Config {
             merged.memory_mib = own.memory_mib.or(merged.memory_mib);
             merged.write_mib = own.write_mib.or(merged.write_mib);
             merged.defer_loading = own.defer_loading.or(merged.defer_loading);
+            merged.source = own.source.clone();
         }
         merged
+    }
+
+    /// Airlock's own state on disk, which no writable grant may reach: the
+    /// configuration directory and file, the tool directories (the
+    /// configured ones and the user's default one), the artifact cache, the
+    /// results directory and the settings files.
+    pub fn host_paths(&self) -> Vec<HostPath> {
+        let dir = |what: &'static str, path: PathBuf| HostPath {
+            what,
+            path,
+            is_dir: true,
+        };
+        let mut paths = Vec::new();
+        if let Some(d) = user_dir("XDG_CONFIG_HOME", ".config") {
+            paths.push(dir("Airlock's configuration directory", d.join("airlock")));
+        }
+        if let Some(file) = self.effective_approvals_file() {
+            paths.push(HostPath {
+                what: "the approvals file",
+                path: file,
+                is_dir: false,
+            });
+        }
+        if let Some(file) = &self.source {
+            paths.push(HostPath {
+                what: "the configuration file",
+                path: file.clone(),
+                is_dir: false,
+            });
+        }
+        let mut tool_dirs = self.tool_dirs.clone().unwrap_or_default();
+        tool_dirs.extend(default_tool_dir());
+        paths.extend(tool_dirs.into_iter().map(|d| dir("a tool directory", d)));
+        paths.extend(
+            self.effective_cache_dir()
+                .into_iter()
+                .chain(default_cache_dir())
+                .map(|d| dir("the artifact cache", d)),
+        );
+        paths.extend(
+            self.results_dir
+                .clone()
+                .map(|d| dir("the results directory", d)),
+        );
+        paths.extend(self.merged_settings.iter().map(|f| HostPath {
+            what: "a settings file",
+            path: f.clone(),
+            is_dir: false,
+        }));
+        paths
+    }
+
+    /// The approvals file in effect, if any.
+    pub fn effective_approvals_file(&self) -> Option<PathBuf> {
+        self.approvals.clone().or_else(approvals_file)
     }
 
     /// The compiled-tool cache in effect, if any.
@@ -443,6 +527,23 @@ impl Config {
         }
         self.cache_dir.clone().or_else(default_cache_dir)
     }
+}
+
+/// A file or directory holding Airlock's own state ([`Config::host_paths`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostPath {
+    /// What it is, for error messages.
+    pub what: &'static str,
+    /// Where it is (it need not exist yet).
+    pub path: PathBuf,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+}
+
+/// Where `airlock approve` records the tool code the operator approved:
+/// `approved.json` in Airlock's configuration directory.
+pub fn approvals_file() -> Option<PathBuf> {
+    user_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("airlock/approved.json"))
 }
 
 /// The default cache of compiled tools: `$XDG_CACHE_HOME/airlock/artifacts`,

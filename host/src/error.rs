@@ -143,16 +143,14 @@ impl fmt::Display for CallError {
 impl std::error::Error for CallError {}
 
 /// Why a component did not become a tool. Each message says what to change.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read the component: {0}")]
     Io(String),
-    /// The file is larger than the configured cap.
-    #[error("the component is {size} bytes; the limit is {limit} (limits.component_bytes)")]
+    /// The file is larger than the configured cap (counted while reading).
+    #[error("the component is larger than {limit} bytes (limits.component_bytes)")]
     TooLarge {
-        /// Its size.
-        size: u64,
         /// The cap.
         limit: u64,
     },
@@ -207,6 +205,21 @@ pub enum LoadError {
     /// The grants in the configuration are unsafe or invalid.
     #[error("invalid grants: {0}")]
     Grants(String),
+    /// A tool's component changed under a running host, and the new code
+    /// is not approved: the version loaded before is still served.
+    #[error(
+        "the component of `{name}` changed since it was loaded (BLAKE3 {was} → {now}); the \
+         version loaded before is served until the new one is approved: review it, then run \
+         `airlock approve {name}`"
+    )]
+    Unapproved {
+        /// The tool.
+        name: String,
+        /// The digest served.
+        was: String,
+        /// The digest on disk.
+        now: String,
+    },
     /// An external MCP server could not be started or listed.
     #[error("the MCP server failed: {0}")]
     McpServer(String),

@@ -11,10 +11,19 @@
 //! The host's own file access inside granted directories (stamping a read,
 //! checking a new cwd) goes through the `cap-std` handles opened here, never
 //! through ambient paths, so a guest-planted symlink cannot redirect it.
+//!
+//! Grants never reach the host's own state: a writable grant that contains,
+//! or lies inside, Airlock's configuration, tool directories, artifact
+//! cache, results directory or settings files is refused, and so is any
+//! grant that exposes the cache. A configured path may not run through a
+//! symbolic link inside a writable grant (a tool could re-point it), and a
+//! directory granted once is pinned by its (device, inode): opened again on
+//! a reload, it must be the same directory.
 
-use crate::config::{Config, Limits};
+use crate::config::{Config, HostPath, Limits};
 use crate::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess, is_env_name, is_host_pattern};
 use crate::error::LoadError;
+use cap_std::fs::MetadataExt;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -29,6 +38,10 @@ pub struct HostMount {
     pub host: PathBuf,
     /// The handle the host itself uses inside it.
     pub dir: cap_std::fs::Dir,
+    /// The path the operator configured (it may run through links).
+    pub configured: PathBuf,
+    /// The directory's (device, inode) when it was opened.
+    pub id: (u64, u64),
 }
 
 /// When the agent last saw a file: the host's own stamp of it.
@@ -38,6 +51,9 @@ pub struct FileStamp {
     pub modified_ns: u64,
     /// Size in bytes.
     pub size: u64,
+    /// The BLAKE3 hash of the content: a file rewritten to the same size
+    /// with its modification time restored still differs here.
+    pub blake3: [u8; 32],
 }
 
 /// The operator's grants, resolved and checked.
@@ -45,14 +61,29 @@ pub struct FileStamp {
 pub struct Grants {
     config: Config,
     workspace: Option<Arc<HostMount>>,
+    /// The mounts by the path the operator configured.
     mounts: BTreeMap<PathBuf, Arc<HostMount>>,
 }
 
 impl Grants {
     /// Resolves the grants in `config`: opens the workspace and every mount,
-    /// and refuses grants that point into `/proc`, `/sys` or `/dev`, or that
-    /// nest under a writable grant (a tool could swap the inner root).
+    /// and refuses grants that point into `/proc`, `/sys` or `/dev`, that
+    /// nest under a writable grant (a tool could swap the inner root), that
+    /// reach Airlock's own state ([`Config::host_paths`]), or whose path
+    /// runs through a link inside a writable grant.
     pub fn from_config(config: &Config) -> Result<Grants, LoadError> {
+        Grants::open(config, None)
+    }
+
+    /// [`Grants::from_config`] for a reload: every directory `previous`
+    /// granted under the same configured path must still be the same
+    /// directory (device and inode), else the grant is refused: something
+    /// moved or re-pointed it since it was granted.
+    pub fn reopen(config: &Config, previous: &Grants) -> Result<Grants, LoadError> {
+        Grants::open(config, Some(previous))
+    }
+
+    fn open(config: &Config, previous: Option<&Grants>) -> Result<Grants, LoadError> {
         if let Some(file) = config.settings.first() {
             return Err(LoadError::Grants(format!(
                 "the settings file {} was never merged: settings files are read when airlock.toml \
@@ -75,8 +106,11 @@ impl Grants {
         }
         for (tool, tc) in &config.tools {
             for m in &tc.mounts {
-                let mount = Arc::new(open_mount(&m.host, m.path.as_deref())?);
-                let mount = mounts.entry(mount.host.clone()).or_insert(mount).clone();
+                let mount = match mounts.get(&m.host) {
+                    Some(mount) => Arc::clone(mount),
+                    None => Arc::new(open_mount(&m.host, m.path.as_deref())?),
+                };
+                mounts.insert(m.host.clone(), mount.clone());
                 all.push((
                     mount,
                     m.access == WorkspaceAccess::ReadWrite,
@@ -85,6 +119,11 @@ impl Grants {
             }
         }
         check_nesting(&all)?;
+        check_host_state(&all, &config.host_paths())?;
+        check_links(&all, config)?;
+        if let Some(previous) = previous {
+            check_pins(&all, previous)?;
+        }
         Ok(Grants {
             config: config.clone(),
             workspace,
@@ -137,9 +176,8 @@ impl Grants {
             .mounts
             .iter()
             .map(|m| {
-                let host = canonical(&m.host)?;
-                let mount = self.mounts.get(&host).cloned().ok_or_else(|| {
-                    LoadError::Grants(format!("{} was not opened", host.display()))
+                let mount = self.mounts.get(&m.host).cloned().ok_or_else(|| {
+                    LoadError::Grants(format!("{} was not opened", m.host.display()))
                 })?;
                 Ok((mount, m.access))
             })
@@ -206,8 +244,10 @@ impl ToolGrants {
 
     /// What one call with effective `flags` gets: the grant intersected with
     /// the tool's request, with read-only handles unless the flags allow
-    /// writing. `context_env` (the agent's context) overrides the process
-    /// environment for granted names.
+    /// writing. A granted name takes its value from the host's environment
+    /// (the operator's); `context_env` (the agent's context, which tools
+    /// change) only supplies names the host's environment does not set, so
+    /// one tool's `set-env` never overrides what the operator granted.
     pub fn for_call(
         &self,
         d: &Descriptor,
@@ -238,10 +278,9 @@ impl ToolGrants {
             .iter()
             .filter(|name| self.env.contains(name))
             .filter_map(|name| {
-                let value = context_env
-                    .get(name)
-                    .cloned()
-                    .or_else(|| std::env::var(name).ok())?;
+                let value = std::env::var(name)
+                    .ok()
+                    .or_else(|| context_env.get(name).cloned())?;
                 Some((name.clone(), value))
             })
             .collect();
@@ -318,17 +357,7 @@ impl CallGrants {
     /// The host's stamp of the file at `guest_path`, read through the
     /// mount's handle (so a symlink cannot point it outside the mount).
     pub fn stamp(&self, guest_path: &str) -> Option<FileStamp> {
-        let (mount, rel) = self.locate(guest_path)?;
-        let meta = mount.mount.dir.metadata(dot_if_empty(&rel)).ok()?;
-        if !meta.is_file() {
-            return None;
-        }
-        let modified = meta.modified().ok()?.into_std();
-        let modified_ns = modified.duration_since(UNIX_EPOCH).ok()?.as_nanos();
-        Some(FileStamp {
-            modified_ns: u64::try_from(modified_ns).ok()?,
-            size: meta.len(),
-        })
+        stamp_in(&self.mounts, guest_path)
     }
 
     /// Whether `guest_path` is a directory this call can reach.
@@ -341,6 +370,41 @@ impl CallGrants {
                 .is_ok_and(|m| m.is_dir())
         })
     }
+}
+
+/// The host's stamp of the file at `guest_path` in one of `mounts`: its
+/// modification time, size and content hash, all of the one file opened
+/// through the mount's handle (regular files only; the open does not
+/// block on a FIFO).
+pub fn stamp_in(mounts: &[CallMount], guest_path: &str) -> Option<FileStamp> {
+    use cap_std::fs::OpenOptionsExt;
+    let path = Path::new(guest_path);
+    let (mount, rel) = mounts
+        .iter()
+        .filter_map(|m| Some((m, path.strip_prefix(&m.mount.guest).ok()?)))
+        .max_by_key(|(m, _)| m.mount.guest.len())?;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file = mount
+        .mount
+        .dir
+        .open_with(dot_if_empty(rel), &options)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta.modified().ok()?.into_std();
+    let modified_ns = modified.duration_since(UNIX_EPOCH).ok()?.as_nanos();
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(file.into_std()).ok()?;
+    Some(FileStamp {
+        modified_ns: u64::try_from(modified_ns).ok()?,
+        size: meta.len(),
+        blake3: *hasher.finalize().as_bytes(),
+    })
 }
 
 fn dot_if_empty(rel: &Path) -> &Path {
@@ -415,8 +479,8 @@ fn canonical(path: &Path) -> Result<PathBuf, LoadError> {
 }
 
 /// Opens a granted directory after checking it.
-fn open_mount(host: &Path, guest: Option<&str>) -> Result<HostMount, LoadError> {
-    let host = canonical(host)?;
+fn open_mount(configured: &Path, guest: Option<&str>) -> Result<HostMount, LoadError> {
+    let host = canonical(configured)?;
     if !host.is_dir() {
         return Err(LoadError::Grants(format!(
             "{} is not a directory",
@@ -446,7 +510,184 @@ fn open_mount(host: &Path, guest: Option<&str>) -> Result<HostMount, LoadError> 
     };
     let dir = cap_std::fs::Dir::open_ambient_dir(&host, cap_std::ambient_authority())
         .map_err(|e| LoadError::Grants(format!("{}: {e}", host.display())))?;
-    Ok(HostMount { guest, host, dir })
+    // The identity of what was opened, not of what the path names now.
+    let meta = dir
+        .dir_metadata()
+        .map_err(|e| LoadError::Grants(format!("{}: {e}", host.display())))?;
+    let id = (meta.dev(), meta.ino());
+    Ok(HostMount {
+        guest,
+        host,
+        dir,
+        configured: configured.to_path_buf(),
+        id,
+    })
+}
+
+/// Refuses a grant that reaches Airlock's own state: a writable grant
+/// containing it or inside it (a tool could rewrite the configuration,
+/// plant a tool, or replace a compiled artifact), and any grant exposing
+/// the artifact cache.
+fn check_host_state(
+    all: &[(Arc<HostMount>, bool, String)],
+    host_paths: &[HostPath],
+) -> Result<(), LoadError> {
+    for state in host_paths {
+        let path = resolve_existing(&state.path);
+        let is_cache = state.what == "the artifact cache";
+        for (grant, writable, name) in all {
+            if !*writable && !is_cache {
+                continue;
+            }
+            let contains = path.starts_with(&grant.host);
+            let inside = state.is_dir && grant.host.starts_with(&path);
+            if contains || inside {
+                let access = if *writable { "writable" } else { "readable" };
+                let relation = if contains { "contains" } else { "lies inside" };
+                return Err(LoadError::Grants(format!(
+                    "{name} ({}) {relation} {} ({}), and tools may not reach Airlock's own \
+                     state: a tool could rewrite it, and the {access} grant would let it; \
+                     grant a directory that neither holds nor lies inside {}{}",
+                    grant.host.display(),
+                    state.what,
+                    path.display(),
+                    path.display(),
+                    if *writable && !is_cache {
+                        ", or make the grant read-only"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a configured path (a grant, or one of Airlock's own) that runs
+/// through a symbolic link inside a writable grant: a tool could re-point
+/// the link, and the path would name another directory at the next start.
+fn check_links(all: &[(Arc<HostMount>, bool, String)], config: &Config) -> Result<(), LoadError> {
+    let writable: Vec<&Path> = all
+        .iter()
+        .filter(|(_, w, _)| *w)
+        .map(|(m, _, _)| m.host.as_path())
+        .collect();
+    if writable.is_empty() {
+        return Ok(());
+    }
+    let configured = all
+        .iter()
+        .map(|(m, _, name)| (m.configured.clone(), name.clone()))
+        .chain(
+            config
+                .host_paths()
+                .into_iter()
+                .map(|p| (p.path, p.what.to_string())),
+        );
+    for (path, name) in configured {
+        if let Some(link) = planted_link(&path, &writable) {
+            return Err(LoadError::Grants(format!(
+                "{name} ({}) runs through the symbolic link {}, which lies inside a writable \
+                 grant: a tool could re-point it; configure the path the link points to instead",
+                path.display(),
+                link.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a directory that is not the one granted before under the same
+/// configured path.
+fn check_pins(all: &[(Arc<HostMount>, bool, String)], previous: &Grants) -> Result<(), LoadError> {
+    for (mount, _, name) in all {
+        let before = previous
+            .all_mounts()
+            .find(|m| m.configured == mount.configured);
+        if let Some(before) = before
+            && before.id != mount.id
+        {
+            return Err(LoadError::Grants(format!(
+                "{name} ({}) is no longer the directory that was granted ({}): it was moved, \
+                 replaced or re-pointed since; the grant is refused until airlock is restarted \
+                 with the path checked",
+                mount.configured.display(),
+                before.host.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute and canonical as far as it exists, with the rest
+/// appended (Airlock's state may not exist yet).
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(&existing) {
+            return rest.iter().rev().fold(canonical, |p, c| p.join(c));
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// The first symbolic link that resolving `path` passes through whose
+/// directory lies inside one of `writable`, following every link on the
+/// way as the kernel would.
+fn planted_link(path: &Path, writable: &[&Path]) -> Option<PathBuf> {
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut current = if path.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        std::env::current_dir().ok()?
+    };
+    let mut hops = 0;
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            current.pop();
+            continue;
+        }
+        let next = current.join(&part);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if writable.iter().any(|w| current.starts_with(w)) {
+                    return Some(next);
+                }
+                hops += 1;
+                let target = std::fs::read_link(&next).ok()?;
+                if hops > 40 {
+                    return None;
+                }
+                if target.is_absolute() {
+                    current = PathBuf::from("/");
+                }
+                for c in target.components().rev() {
+                    match c {
+                        Component::Normal(n) => pending.push_front(n.to_os_string()),
+                        Component::ParentDir => pending.push_front("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => current = next,
+        }
+    }
+    None
 }
 
 /// An absolute guest path with `.` and `..` resolved lexically.
@@ -583,6 +824,16 @@ mod tests {
         );
         let net = call.network.unwrap();
         assert!(net.check("POST", "api.example.com", Some(443)).is_ok());
+
+        // A variable the operator's environment sets keeps its value
+        // whatever a tool put in the context.
+        let path = std::env::var("PATH").expect("tests run with PATH set");
+        let mut granted = grants.for_tool("t").unwrap();
+        granted.env.push("PATH".into());
+        let wants_path = descriptor(WorkspaceAccess::None, &[], &["PATH"]);
+        let ctx_env = BTreeMap::from([("PATH".to_string(), "/evil".to_string())]);
+        let call = granted.for_call(&wants_path, SafetyFlags::empty(), &ctx_env);
+        assert_eq!(call.env, [("PATH".to_string(), path)]);
         assert!(
             net.check("GET", "other.example.com", None)
                 .unwrap_err()

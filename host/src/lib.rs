@@ -30,6 +30,7 @@
 
 pub mod adapters;
 pub mod airlock;
+pub mod approvals;
 pub mod bundled;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -40,6 +41,7 @@ pub mod engine;
 pub mod error;
 pub mod executor;
 pub mod grants;
+pub mod host_files;
 pub mod json;
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -10,15 +10,17 @@
 //! A tool that fails to load is not an error for the registry: it is kept
 //! in [`Registry::failures`] with the reason, so a front end can show it.
 
+use crate::approvals::Approvals;
 use crate::config::{Config, ToolSearchMode};
 use crate::descriptor::Descriptor;
 use crate::engine::{Engine, WasmTool};
 use crate::error::LoadError;
 use crate::grants::{Grants, ToolGrants};
+use crate::host_files::{self, Links};
 use crate::tool::{Tool, ToolOrigin};
 use crate::tool_search::{self, ToolSearch};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -130,7 +132,11 @@ impl Registry {
         Registry::new().load_again(engine, grants).await
     }
 
-    /// Loads like [`Registry::load`], but keeps the MCP servers this
+    /// Loads like [`Registry::load`], but a tool whose code changed since
+    /// this registry loaded it (another digest under the same name) is not
+    /// served until its new digest is approved ([`crate::approvals`]): the
+    /// version loaded before stays, and the change is listed in
+    /// [`Registry::failures`]. It also keeps the MCP servers this
     /// registry started that still run and whose configuration (and
     /// working directory) `grants` leaves unchanged: their tools are listed
     /// again over the same connection, so reloading for a new component
@@ -170,12 +176,27 @@ impl Registry {
             let previous = self.servers.clone();
             async move { mcp_servers(&config, &previous).await }
         });
+        // Loads run a few at a time, and the bytes of the components being
+        // loaded at once stay within a budget: a compile's memory grows
+        // with its component, and hundreds of cold loads at once would
+        // peak far above any one call's limits.
+        let parallel = Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 8)),
+        ));
+        let budget_mib = LOAD_BUDGET_MIB.max(engine.limits().component_bytes.div_ceil(1 << 20));
+        let budget = Arc::new(tokio::sync::Semaphore::new(budget_mib as usize));
         let mut tasks = tokio::task::JoinSet::new();
         for (i, (origin, bytes)) in sources.into_iter().enumerate() {
             let engine = engine.clone();
+            let (parallel, budget) = (parallel.clone(), budget.clone());
             tasks.spawn(async move {
                 let loaded = match bytes {
-                    Ok(bytes) => WasmTool::load(&engine, bytes, origin.clone()).await,
+                    Ok(bytes) => {
+                        let mib = (bytes.len() as u64).div_ceil(1 << 20).clamp(1, budget_mib);
+                        let _turn = parallel.acquire_owned().await;
+                        let _room = budget.acquire_many_owned(mib as u32).await;
+                        WasmTool::load(&engine, bytes, origin.clone()).await
+                    }
                     Err(e) => Err(e),
                 };
                 (i, origin, loaded)
@@ -225,6 +246,11 @@ impl Registry {
                 }),
             }
         }
+        let approvals = config
+            .effective_approvals_file()
+            .map(|path| Approvals::read(&path))
+            .unwrap_or_default();
+        let loaded = hold_changed(&self.loaded, loaded, &approvals, &mut load_failures);
         let mut registry = Registry {
             loaded,
             load_failures,
@@ -237,9 +263,12 @@ impl Registry {
 
     /// The same tools under other grants (nothing is recompiled): each tool
     /// gets its grants, is dropped when switched off, and is refused when it
-    /// imports `wasi:http` without a network grant it could use. A directory
-    /// tool with the name of a bundled tool replaces it (so a tool author's
-    /// fresh build wins); any other clash of names or aliases is refused.
+    /// imports `wasi:http` without a network grant it could use. A name
+    /// belongs to one tool: of several with the same code, the first is
+    /// kept; of others, the one whose file `[tools.NAME] source` names,
+    /// else the first loaded (bundled tools, then the directories in
+    /// order), and the rest are refused, saying how to choose. A clash of
+    /// aliases, or with a built-in's name, is refused.
     pub fn regrant(&self, grants: &Grants) -> Registry {
         let mut registry = Registry {
             loaded: self.loaded.clone(),
@@ -255,22 +284,10 @@ impl Registry {
         self.entries.clear();
         self.index.clear();
         self.failures = self.load_failures.clone();
-        let from_dirs: HashSet<&str> = self
-            .loaded
-            .iter()
-            .filter(|l| matches!(l.tool.origin(), ToolOrigin::File(_)))
-            .map(|l| l.tool.descriptor().name.as_str())
-            .collect();
-        let mut kept = Vec::new();
-        for loaded in &self.loaded {
+        let (kept, refused) = owners(&self.loaded, grants.config());
+        for (loaded, error) in refused {
             let d = loaded.tool.descriptor();
-            if matches!(loaded.tool.origin(), ToolOrigin::Bundled(_))
-                && from_dirs.contains(d.name.as_str())
-            {
-                tracing::info!(tool = %d.name, "a tool directory replaces the bundled tool");
-                continue;
-            }
-            kept.push(loaded.clone());
+            self.fail(loaded.tool.origin().clone(), &d.name, error);
         }
         for loaded in kept {
             let d = loaded.tool.descriptor();
@@ -327,6 +344,16 @@ impl Registry {
     fn register(&mut self, loaded: &Loaded, grants: ToolGrants) -> Result<(), LoadError> {
         let d = loaded.tool.descriptor();
         let from_mcp = matches!(loaded.tool.origin(), ToolOrigin::Mcp(_));
+        if *loaded.tool.origin() != ToolOrigin::Builtin
+            && let Some(name) = std::iter::once(&d.name)
+                .chain(&d.aliases)
+                .find(|n| BUILTIN_NAMES.contains(&n.as_str()))
+        {
+            return Err(LoadError::Duplicate {
+                name: name.clone(),
+                other: "a tool built into Airlock (the name is reserved)".into(),
+            });
+        }
         if let Some(name) = std::iter::once(&d.name)
             .chain(&d.aliases)
             .find(|n| n.starts_with("mcp__") != from_mcp)
@@ -629,19 +656,169 @@ fn find_remote_ref(schema: &Value) -> Option<&str> {
     None
 }
 
-/// The `*.wasm` files in `dir`, sorted by name.
-/// What the tool directories hold: each component file with its size and
-/// modification time, in order. Two equal stamps mean nothing to reload.
+/// `fresh`, with each tool whose code differs from the one `previous`
+/// served under its name replaced by that one, unless the new code is
+/// approved; each change held back is reported in `failures`.
+fn hold_changed(
+    previous: &[Arc<Loaded>],
+    fresh: Vec<Arc<Loaded>>,
+    approvals: &Approvals,
+    failures: &mut Vec<LoadFailure>,
+) -> Vec<Arc<Loaded>> {
+    fresh
+        .into_iter()
+        .map(|new| {
+            let name = new.tool.descriptor().name.as_str();
+            let Some(now) = new.tool.digest() else {
+                return new;
+            };
+            let before = previous.iter().find(|old| {
+                old.tool.descriptor().name == name
+                    && old.tool.origin() == new.tool.origin()
+                    && old.tool.digest().is_some_and(|was| was != now)
+            });
+            match before {
+                Some(old) if !approvals.approves(name, now) => {
+                    let was = old.tool.digest().unwrap_or_default();
+                    tracing::warn!(
+                        tool = name,
+                        "its component changed; the version loaded before is served until \
+                         `airlock approve {name}`"
+                    );
+                    failures.push(LoadFailure {
+                        origin: new.tool.origin().clone(),
+                        tool: Some(name.to_string()),
+                        error: LoadError::Unapproved {
+                            name: name.to_string(),
+                            was: was.to_string(),
+                            now: now.to_string(),
+                        },
+                    });
+                    old.clone()
+                }
+                _ => new,
+            }
+        })
+        .collect()
+}
+
+/// The most component bytes (MiB) being loaded at once.
+const LOAD_BUDGET_MIB: u64 = 128;
+
+/// A tool refused its name, and why.
+type Refused = (Arc<Loaded>, LoadError);
+
+/// Names no loaded tool may take: the built-in tools'.
+const BUILTIN_NAMES: &[&str] = &[tool_search::NAME];
+
+/// Which of `loaded` may take their names: of tools with the same name,
+/// one with the same code as an earlier one is dropped (the same tool
+/// twice, such as a bundled tool also installed in a tool directory); of
+/// the rest, the one from the file `[tools.NAME] source` names, else the
+/// first. Returns the tools kept, in order, and the ones refused with why.
+fn owners(loaded: &[Arc<Loaded>], config: &Config) -> (Vec<Arc<Loaded>>, Vec<Refused>) {
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, l) in loaded.iter().enumerate() {
+        by_name
+            .entry(l.tool.descriptor().name.as_str())
+            .or_default()
+            .push(i);
+    }
+    let mut dropped = vec![false; loaded.len()];
+    let mut refused = Vec::new();
+    for (name, claimants) in by_name.into_iter().filter(|(_, c)| c.len() > 1) {
+        let mut distinct: Vec<usize> = Vec::new();
+        for &i in &claimants {
+            let digest = loaded[i].tool.digest();
+            if digest.is_some() && distinct.iter().any(|&k| loaded[k].tool.digest() == digest) {
+                dropped[i] = true;
+            } else {
+                distinct.push(i);
+            }
+        }
+        if distinct.len() < 2 {
+            continue;
+        }
+        let source = config
+            .tool_config(name)
+            .source
+            .map(|s| std::fs::canonicalize(&s).unwrap_or(s));
+        let is_source = |i: usize| match (loaded[i].tool.origin(), &source) {
+            (ToolOrigin::File(file), Some(source)) => {
+                std::fs::canonicalize(file).unwrap_or_else(|_| file.clone()) == *source
+            }
+            _ => false,
+        };
+        let owner = distinct
+            .iter()
+            .copied()
+            .find(|&i| is_source(i))
+            .unwrap_or(distinct[0]);
+        if source.is_some() && !is_source(owner) {
+            tracing::warn!(
+                tool = name,
+                "tools.{name}.source names no component that was loaded; keeping the first"
+            );
+        }
+        for &i in distinct.iter().filter(|&&i| i != owner) {
+            dropped[i] = true;
+            if is_source(owner) {
+                tracing::info!(
+                    tool = name,
+                    "tools.{name}.source chooses {}",
+                    loaded[owner].tool.origin()
+                );
+                continue;
+            }
+            let hint = match loaded[i].tool.origin() {
+                ToolOrigin::File(file) => format!(
+                    "; to use this one instead, set `source = \"{}\"` under [tools.{name}]",
+                    file.display()
+                ),
+                _ => String::new(),
+            };
+            refused.push((
+                loaded[i].clone(),
+                LoadError::Duplicate {
+                    name: name.to_string(),
+                    other: format!("{}{hint}", describe_owner(&loaded[owner])),
+                },
+            ));
+        }
+    }
+    let kept = loaded
+        .iter()
+        .zip(&dropped)
+        .filter(|(_, d)| !**d)
+        .map(|(l, _)| l.clone())
+        .collect();
+    (kept, refused)
+}
+
+fn describe_owner(loaded: &Loaded) -> String {
+    format!(
+        "`{}` ({})",
+        loaded.tool.descriptor().name,
+        loaded.tool.origin()
+    )
+}
+
+/// What the tool directories hold, and the approvals file: each file with
+/// its size and modification time, in order. Two equal stamps mean nothing
+/// to reload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceStamp(Vec<(PathBuf, u64, Option<std::time::SystemTime>)>);
 
 impl SourceStamp {
-    /// Stamps the component files in `dirs` now (a directory that cannot be
-    /// listed counts as empty).
-    pub fn of(dirs: &[PathBuf]) -> SourceStamp {
-        let files = dirs
+    /// Stamps the component files in `config`'s tool directories and its
+    /// approvals file now (a directory that cannot be listed counts as
+    /// empty).
+    pub fn of(config: &Config) -> SourceStamp {
+        let files = config
+            .effective_tool_dirs()
             .iter()
             .flat_map(|dir| component_files(dir).unwrap_or_default())
+            .chain(config.effective_approvals_file())
             .map(|file| {
                 let meta = std::fs::metadata(&file).ok();
                 let len = meta.as_ref().map_or(0, |m| m.len());
@@ -653,6 +830,7 @@ impl SourceStamp {
     }
 }
 
+/// The `*.wasm` files in `dir`, sorted by name.
 fn component_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         LoadError::Io(format!(
@@ -662,24 +840,22 @@ fn component_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && !p.is_dir())
         .collect();
     files.sort();
     Ok(files)
 }
 
-/// Reads a component file, refusing one larger than `limit` before
-/// reading it.
+/// Reads a component file: a regular file (a link the operator put in a
+/// tool directory is followed), refused once more than `limit` bytes have
+/// been read, whatever its metadata says.
 fn read_component(path: &Path, limit: u64) -> Result<Arc<[u8]>, LoadError> {
-    let size = std::fs::metadata(path)
-        .map_err(|e| LoadError::Io(e.to_string()))?
-        .len();
-    if size > limit {
-        return Err(LoadError::TooLarge { size, limit });
-    }
-    std::fs::read(path)
+    host_files::read_capped(path, limit, Links::Follow)
         .map(Arc::from)
-        .map_err(|e| LoadError::Io(e.to_string()))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::FileTooLarge => LoadError::TooLarge { limit },
+            _ => LoadError::Io(format!("{}: {e}", path.display())),
+        })
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 //! as `Stop`) are not Airlock's to apply and are returned as notes.
 
 use crate::config::{Config, ConfigError};
+use crate::host_files::{self, Links};
 use crate::pipeline::hooks::HookMatcher;
 use crate::pipeline::permissions::{PermissionMode, Rule};
 use serde_json::{Map, Value};
@@ -179,7 +180,8 @@ pub fn merge(config: &mut Config, path: &Path) -> Result<Vec<String>, ConfigErro
         path: path.display().to_string(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let text = host_files::read_text_capped(path, host_files::CONFIG_BYTES, Links::Follow)
+        .map_err(|e| fail(e.to_string()))?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| fail(format!("not a JSON settings file: {e}")))?;
     let mut notes = Vec::new();

@@ -31,6 +31,13 @@ pub trait Tool: Send + Sync + 'static {
     /// Where the tool comes from (for listings and logs).
     fn origin(&self) -> &ToolOrigin;
 
+    /// A hash identifying the tool's code (hex), when it has one: "always
+    /// allow" answers and the choice between tools of one name bind to it,
+    /// so other code under the same name is not trusted as the old was.
+    fn digest(&self) -> Option<&str> {
+        None
+    }
+
     /// The flags of this input, when they differ from the descriptor's.
     async fn classify(
         &self,

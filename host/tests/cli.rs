@@ -222,6 +222,19 @@ fn a_bad_configuration_exits_with_3() {
         "{}",
         text(&out.stderr)
     );
+    // `--workspace ~` would let a tool rewrite Airlock's configuration.
+    let home_dir = home.path().canonicalize().unwrap();
+    let out = airlock(
+        home.path(),
+        &["--workspace", home_dir.to_str().unwrap(), "list"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("configuration directory")
+            && stderr.contains(&home_dir.join(".config/airlock").display().to_string()),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -240,9 +253,13 @@ fn a_claude_code_settings_file_applies_and_what_it_cannot_do_is_named() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let listed = text(&out.stdout);
     assert!(listed.contains("\"read\""), "{listed}");
-    let a = home.path().join("a.txt");
+    // The workspace holds neither the settings file nor the home's
+    // configuration directory (no writable grant may).
+    let ws = home.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let a = ws.join("a.txt");
     std::fs::write(&a, "x").unwrap();
-    let ws = home.path().to_str().unwrap();
+    let ws = ws.to_str().unwrap();
     let write = format!(r#"{{"file_path": "{}", "content": "y"}}"#, a.display());
     let out = airlock(
         home.path(),
@@ -577,4 +594,94 @@ fn a_signal_stops_a_command_waiting_on_stdin_unless_it_was_ignored() {
     );
     signal(&nohup, "TERM");
     assert_eq!(exit_code(&mut nohup), Some(143));
+}
+
+/// `airlock ARGS` with the environment [`airlock`] gives it, to spawn.
+fn airlock_command(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    command
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("AIRLOCK_CONFIG")
+        .env_remove("AIRLOCK_LOG");
+    command
+}
+
+/// A reader that goes away before the output is written (`airlock list |
+/// head -1`) ends it quietly: exit 0, no panic about the broken pipe.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::process::Stdio;
+    let home = tempfile::tempdir().unwrap();
+    for args in [
+        &["list", "--format", "mcp"][..],
+        &["list"],
+        &["list", "--json"],
+        &["describe", "grep"],
+        &["call", "sleep", r#"{"ms": 0}"#],
+    ] {
+        let mut child = airlock_command(home.path(), args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before airlock has loaded its tools, so every write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+/// Logs written to a file (stderr not a terminal) carry no colour codes.
+#[test]
+fn logs_written_to_a_file_carry_no_colour_codes() {
+    let home = tempfile::tempdir().unwrap();
+    // A key about the rest of the agent is noted at `-v`.
+    let settings = home.path().join("settings.json");
+    std::fs::write(&settings, r#"{"model": "opus"}"#).unwrap();
+    let log = home.path().join("airlock.log");
+    let args = ["-v", "--settings", settings.to_str().unwrap(), "list"];
+    let status = airlock_command(home.path(), &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("INFO") && logged.contains("model"),
+        "the note is logged: {logged}"
+    );
+    assert!(!logged.contains('\x1b'), "{logged:?}");
+}
+
+/// `airlock approve` shows the tool and records its component's digest in
+/// the approvals file of the user's configuration directory; a tool that is
+/// not there is exit 4.
+#[test]
+fn approve_records_the_digest_of_the_code_in_place() {
+    let home = tempfile::tempdir().unwrap();
+    let out = airlock(home.path(), &["approve", "sleep"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("sleep") && stdout.contains("approved sleep"),
+        "{stdout}"
+    );
+    let file = home.path().join(".config/airlock/approved.json");
+    let approvals: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let digest = approvals["tools"]["sleep"][0].as_str().unwrap();
+    assert_eq!(digest.len(), 64, "{approvals}");
+    assert!(stdout.contains(digest), "{stdout}");
+
+    let out = airlock(home.path(), &["approve", "no-such-tool"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
 }

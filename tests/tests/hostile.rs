@@ -245,6 +245,16 @@ async fn io01_flooding_stdout_ends_the_call_cleanly() {
 }
 
 #[tokio::test]
+async fn io02_writing_past_the_output_cap_ends_the_call_even_when_the_error_is_ignored() {
+    let _serial = measured().await;
+    let airlock = hostile(limits_config("hostile", timeout(20_000))).await;
+    let r = attack(&airlock, json!({"attack": "print_quietly"})).await;
+    let e = err(&r);
+    assert_eq!(e.class, ErrorClass::OutputLimit, "{e}");
+    still_works(&airlock).await;
+}
+
+#[tokio::test]
 async fn io03_io04_io05_writes_deep_trees_and_long_names_are_held_to_the_budget() {
     let _serial = measured().await;
     let (ws, _ro, _outside, config) = fs_setup();

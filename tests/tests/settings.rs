@@ -57,10 +57,16 @@ async fn the_settings_files_rules_mode_and_hooks_apply() {
     std::fs::create_dir(&claude).unwrap();
     let settings = settings(&claude);
     let dir = tempfile::tempdir().unwrap();
+    // The settings file sits in the project, so the workspace is granted
+    // read-only (no tool may rewrite the rules it is held to) and `write`
+    // gets `out/` read-write.
     let toml = format!(
-        "workspace = {:?}\nsettings = [{:?}]\n[permissions]\ndeny = [\"ls\"]\n",
+        "workspace = {:?}\nworkspace_access = \"read\"\nsettings = [{:?}]\n\
+         [[tools.write.mounts]]\nhost = {:?}\naccess = \"read-write\"\n\
+         [permissions]\ndeny = [\"ls\"]\n",
         ws.path(),
-        settings
+        settings,
+        ws.path().join("out"),
     );
     let config = Config::from_toml(&toml, Some(dir.path())).unwrap();
     assert_eq!(
@@ -139,7 +145,7 @@ async fn the_settings_files_rules_mode_and_hooks_apply() {
         .unwrap()
         .with_prompter(prompter.clone());
     let mut cx = airlock.context();
-    let r = call(&airlock, &mut cx, "write", write("notes.txt")).await;
+    let r = call(&airlock, &mut cx, "write", write("out/notes.txt")).await;
     ok_text(&r);
     assert!(prompter.asked.lock().unwrap().is_empty());
     let r = call(

@@ -22,6 +22,7 @@
 mod bindings;
 mod budget;
 mod cache;
+mod fair;
 mod linker;
 mod net;
 mod pipe;
@@ -38,12 +39,13 @@ use crate::descriptor::Descriptor;
 use crate::error::{CallError, LoadError};
 use crate::json::JsonBounds;
 use cache::ArtifactCache;
+use fair::{FairPermit, FairShare, Tenant};
 use linker::{Needs, linker};
 use state::HostState;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -62,10 +64,11 @@ struct Inner {
     admission: Option<Admission>,
 }
 
-/// The queue in front of the pool: a permit per live store.
+/// The queue in front of the pool: a permit per live store, handed out
+/// fairly among agent contexts.
 struct Admission {
-    tools: Arc<Semaphore>,
-    hooks: Arc<Semaphore>,
+    tools: Arc<FairShare>,
+    hooks: Arc<FairShare>,
     /// Signalled whenever a store gives its slot back, for a store that
     /// found the pool short of something other than instance slots.
     freed: Arc<Notify>,
@@ -82,7 +85,7 @@ pub(crate) enum SlotKind {
 
 /// A store's claim on the pool, given back when the store is dropped.
 pub(crate) struct Slot {
-    _permit: OwnedSemaphorePermit,
+    _permit: FairPermit,
     freed: Arc<Notify>,
 }
 
@@ -160,8 +163,8 @@ impl Engine {
         let linker = linker(&engine)?;
         let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
         let admission = (slots > 0).then(|| Admission {
-            tools: Arc::new(Semaphore::new(slots as usize)),
-            hooks: Arc::new(Semaphore::new(hook_reserve(slots) as usize)),
+            tools: FairShare::new(slots as usize),
+            hooks: FairShare::new(hook_reserve(slots) as usize),
             freed: Arc::new(Notify::new()),
         });
         Ok(Engine {
@@ -203,11 +206,13 @@ impl Engine {
         self.inner.cache.as_ref()
     }
 
-    /// Waits for a pool slot for a store of `kind`; `None` when stores are
-    /// allocated on demand. Cancelling `cancel` gives up the wait.
+    /// Waits for a pool slot for a store of `kind`, in `tenant`'s turn
+    /// (an agent context: each gets a fair share of the pool); `None` when
+    /// stores are allocated on demand. Cancelling `cancel` gives up the wait.
     pub(crate) async fn admit(
         &self,
         kind: SlotKind,
+        tenant: Tenant,
         cancel: &CancellationToken,
     ) -> Result<Option<Slot>, CallError> {
         let Some(a) = &self.inner.admission else {
@@ -220,7 +225,7 @@ impl Engine {
         let permit = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(CallError::cancelled("the call was cancelled while it waited for an instance slot")),
-            p = share.clone().acquire_owned() => p.map_err(|_| CallError::internal("the instance pool is closed"))?,
+            p = share.acquire(tenant) => p,
         };
         Ok(Some(Slot {
             _permit: permit,
@@ -257,10 +262,8 @@ impl Engine {
     /// (Airlock only runs code it compiled itself). CPU-heavy: call it
     /// from a blocking thread.
     pub fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {
-        let size = bytes.len() as u64;
-        if size > self.inner.limits.component_bytes {
+        if bytes.len() as u64 > self.inner.limits.component_bytes {
             return Err(LoadError::TooLarge {
-                size,
                 limit: self.inner.limits.component_bytes,
             });
         }

@@ -1,7 +1,8 @@
 //! [`CappedPipe`]: a guest's stdout or stderr, kept in memory up to a cap.
-//! Writing past the cap ends the call: the write fails (a Rust guest then
-//! traps) and the pipe remembers it overflowed, so the engine reports the
-//! distinct `output_limit` class instead of a generic trap.
+//! Writing past the cap ends the call: the write traps the guest (a
+//! stream error it could ignore would let the call go on and succeed), and
+//! the pipe remembers it overflowed, so the engine reports the distinct
+//! `output_limit` class instead of a generic trap.
 
 use bytes::Bytes;
 use std::pin::Pin;
@@ -107,7 +108,10 @@ impl OutputStream for CappedPipe {
         match self.room() {
             0 => {
                 self.lock().overflowed = true;
-                Err(StreamError::Closed)
+                Err(StreamError::Trap(wasmtime::format_err!(
+                    "the tool wrote more than {} bytes of output",
+                    self.cap
+                )))
             }
             room => Ok(room),
         }
@@ -161,6 +165,9 @@ mod tests {
         assert!(pipe.overflowed());
         assert_eq!(pipe.tail(100), "hellowor");
         assert_eq!(pipe.tail(3), "wor");
-        assert!(matches!(pipe.check_write(), Err(StreamError::Closed)));
+        assert!(
+            matches!(pipe.check_write(), Err(StreamError::Trap(_))),
+            "a full pipe traps the guest rather than report a closed stream it could ignore"
+        );
     }
 }

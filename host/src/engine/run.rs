@@ -49,7 +49,9 @@ pub(crate) async fn instantiate<P: Sync, I>(
 ) -> Result<(Store<HostState>, I), CallError> {
     let timeout = spec.grants.timeout;
     loop {
-        let slot = engine.admit(spec.kind, &spec.io.cancel).await?;
+        let slot = engine
+            .admit(spec.kind, spec.io.tenant, &spec.io.cancel)
+            .await?;
         let mut store = new_store(
             engine,
             slot,
@@ -129,6 +131,7 @@ pub(crate) fn new_store(
         stdout,
         stderr,
         budget: WriteBudget::new(grants.write_bytes),
+        mounts: grants.mounts.clone(),
         _slot: slot,
         cancel_watch: None,
     };
@@ -214,7 +217,15 @@ pub(crate) fn settle<T>(
 ) -> Result<T, CallError> {
     let state = store.data();
     let err = match outcome {
-        Guarded::Done(Ok(value)) => return Ok(value),
+        Guarded::Done(Ok(value)) => {
+            // A limit ends the call even when the guest ignored the error
+            // its write got and returned normally.
+            return match output_limit_hit(state) {
+                Some(e) => Err(e),
+                None if state.budget.exhausted() => Err(write_limit("the call was stopped")),
+                None => Ok(value),
+            };
+        }
         Guarded::TimedOut => return Err(timeout(budget)),
         Guarded::Cancelled => return Err(CallError::cancelled("the call was cancelled")),
         Guarded::Done(Err(err)) => err,
@@ -224,17 +235,8 @@ pub(crate) fn settle<T>(
         Some(Stop::Cancelled) => return Err(CallError::cancelled("the call was cancelled")),
         None => {}
     }
-    let limits_hit = [
-        (state.stdout.overflowed(), "stdout"),
-        (state.stderr.overflowed(), "stderr"),
-    ];
-    if let Some((_, which)) = limits_hit.iter().find(|(hit, _)| *hit) {
-        return Err(CallError::new(
-            ErrorClass::OutputLimit,
-            format!(
-                "the tool wrote more to {which} than the limit allows (limits.{which}_bytes); the call was stopped"
-            ),
-        ));
+    if let Some(e) = output_limit_hit(state) {
+        return Err(e);
     }
     if state.limiter.memory_denied {
         return Err(CallError::new(
@@ -287,6 +289,22 @@ pub(crate) fn settle<T>(
             )),
         ),
     })
+}
+
+/// The error of a call whose stdout or stderr overflowed, if one did.
+fn output_limit_hit(state: &HostState) -> Option<CallError> {
+    let which = [
+        (state.stdout.overflowed(), "stdout"),
+        (state.stderr.overflowed(), "stderr"),
+    ]
+    .into_iter()
+    .find_map(|(hit, which)| hit.then_some(which))?;
+    Some(CallError::new(
+        ErrorClass::OutputLimit,
+        format!(
+            "the tool wrote more to {which} than the limit allows (limits.{which}_bytes); the call was stopped"
+        ),
+    ))
 }
 
 /// The error of a call that spent its write budget.

@@ -12,7 +12,7 @@ use super::budget::{BudgetedFs, WriteBudget};
 use super::net::NetHooks;
 use super::pipe::CappedPipe;
 use crate::config::Limits;
-use crate::grants::normalize_guest;
+use crate::grants::{CallMount, normalize_guest, stamp_in};
 use crate::sanitize::{self, Sink};
 use crate::tool::{ProgressEvent, ProgressSink, ReadFiles};
 use std::sync::Arc;
@@ -41,6 +41,8 @@ pub(crate) struct CallIo {
     pub(crate) progress: ProgressSink,
     pub(crate) cancel: CancellationToken,
     pub(crate) read_files: Option<ReadFiles>,
+    /// Whose turn the call waits in for a pool slot (its agent context).
+    pub(crate) tenant: usize,
     logs_left: u32,
 }
 
@@ -52,7 +54,11 @@ impl CallIo {
         cancel: CancellationToken,
         read_files: Option<ReadFiles>,
     ) -> Self {
+        // Calls of one agent context share its read-file cache, so the
+        // cache's address names the context; hooks (no cache) share one.
+        let tenant = read_files.as_ref().map_or(0, |r| Arc::as_ptr(r) as usize);
         CallIo {
+            tenant,
             tool,
             tool_use_id,
             progress,
@@ -75,6 +81,8 @@ pub(crate) struct HostState {
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
     pub(crate) budget: Arc<WriteBudget>,
+    /// The call's directories, for the host's own look at a file.
+    pub(crate) mounts: Vec<CallMount>,
     /// The store's claim on the instance pool, given back with the store.
     pub(crate) _slot: Option<Slot>,
     /// Interrupts the guest the moment its call is cancelled; unregistered
@@ -181,7 +189,7 @@ impl host::Host for HostState {
             );
             return Ok(());
         }
-        let message = sanitize::clean_capped(&message, Sink::Terminal, 4096);
+        let message = sanitize::clean_capped(&message, Sink::Log, 4096);
         match level {
             host::LogLevel::Trace => tracing::trace!(tool, "{message}"),
             host::LogLevel::Debug => tracing::debug!(tool, "{message}"),
@@ -205,6 +213,21 @@ impl host::Host for HostState {
             modified_ns: s.modified_ns,
             size: s.size,
         }))
+    }
+
+    fn file_unchanged_since_read(&mut self, path: String) -> wasmtime::Result<Option<bool>> {
+        let (Some(files), Some(path)) = (&self.io.read_files, normalize_guest(&path)) else {
+            return Ok(None);
+        };
+        let Some(seen) = files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .peek(&path)
+            .copied()
+        else {
+            return Ok(None);
+        };
+        Ok(Some(stamp_in(&self.mounts, &path) == Some(seen)))
     }
 }
 

@@ -41,6 +41,8 @@ pub struct WasmTool {
     engine: Engine,
     imports: Vec<(String, Needs)>,
     bytes: Arc<[u8]>,
+    /// The BLAKE3 hash of the component's bytes, as hex.
+    digest: String,
     /// The component's key in the artifact cache, when it was listed from
     /// there (so the first use does not hash the bytes again).
     cache_key: Option<String>,
@@ -76,12 +78,38 @@ impl WasmTool {
         bytes: Arc<[u8]>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        let key = cache_key(engine, &bytes).await;
-        if let Some(key) = &key
-            && let Some(tool) = WasmTool::from_cache(engine, &bytes, key, &origin).await
-        {
-            return Ok(tool);
+        let digest = digest(&bytes).await;
+        let key = engine.cache().map(|c| c.key_for(&digest));
+        if let Some(key) = &key {
+            if let Some(tool) = WasmTool::from_cache(engine, &bytes, &digest, key, &origin).await {
+                return Ok(tool);
+            }
+            if let Some(error) = remembered_failure(engine, key).await {
+                return Err(error);
+            }
         }
+        let loaded = WasmTool::compile(engine, bytes, digest, key.clone(), origin).await;
+        if let (Err(error), Some(key)) = (&loaded, key) {
+            let (engine, error) = (engine.clone(), error.clone());
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Some(cache) = engine.cache() {
+                    cache.store_failure(&key, &limits_fingerprint(&engine), &error);
+                }
+            })
+            .await;
+        }
+        loaded
+    }
+
+    /// Compiles, checks, pre-instantiates and describes a component, and
+    /// caches the result.
+    async fn compile(
+        engine: &Engine,
+        bytes: Arc<[u8]>,
+        digest: String,
+        key: Option<String>,
+        origin: ToolOrigin,
+    ) -> Result<WasmTool, LoadError> {
         let loaded = engine.load_component(bytes.clone(), key).await?;
         let pre = pre_instantiate(engine, &loaded.component)?;
         let descriptor = describe(engine, &pre).await?;
@@ -93,6 +121,7 @@ impl WasmTool {
             engine: engine.clone(),
             imports: loaded.imports,
             bytes,
+            digest,
             cache_key: loaded.key,
             pre: OnceCell::new_with(Some(Ok(pre))),
         })
@@ -103,6 +132,7 @@ impl WasmTool {
     async fn from_cache(
         engine: &Engine,
         bytes: &Arc<[u8]>,
+        digest: &str,
         key: &str,
         origin: &ToolOrigin,
     ) -> Option<WasmTool> {
@@ -110,7 +140,10 @@ impl WasmTool {
         let sidecar = tokio::task::spawn_blocking(move || looker.cache()?.sidecar(&k))
             .await
             .ok()??;
-        let descriptor = sidecar.descriptor?;
+        // Cleaned again: a record may come from a build whose cleaning
+        // rules were older (cleaning is idempotent).
+        let mut descriptor = sidecar.descriptor?;
+        sanitize::clean_descriptor(&mut descriptor);
         let still_allowed = sidecar
             .imports
             .iter()
@@ -125,6 +158,7 @@ impl WasmTool {
             engine: engine.clone(),
             imports: sidecar.imports,
             bytes: bytes.clone(),
+            digest: digest.to_string(),
             cache_key: Some(key.to_string()),
             pre: OnceCell::new(),
         })
@@ -219,6 +253,10 @@ impl Tool for WasmTool {
 
     fn origin(&self) -> &ToolOrigin {
         &self.origin
+    }
+
+    fn digest(&self) -> Option<&str> {
+        Some(&self.digest)
     }
 
     async fn classify(
@@ -340,15 +378,40 @@ impl WasmTool {
     }
 }
 
-/// The key of `bytes` in the engine's artifact cache (hashed on a blocking
-/// thread); `None` when there is no cache.
-async fn cache_key(engine: &Engine, bytes: &Arc<[u8]>) -> Option<String> {
-    engine.cache()?;
-    let (engine, bytes) = (engine.clone(), bytes.clone());
-    tokio::task::spawn_blocking(move || engine.cache().map(|c| c.key(&bytes)))
-        .await
-        .ok()
-        .flatten()
+/// Why the component of `key` failed to load before under these limits,
+/// if the artifact cache remembers that it did.
+async fn remembered_failure(engine: &Engine, key: &str) -> Option<LoadError> {
+    let (engine, key) = (engine.clone(), key.to_string());
+    tokio::task::spawn_blocking(move || {
+        let error = engine
+            .cache()?
+            .failure(&key, &limits_fingerprint(&engine))?;
+        tracing::debug!(
+            key,
+            "not loaded again: it failed before with the same bytes and limits"
+        );
+        Some(error)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// What a load failure depends on besides the bytes: the limits.
+fn limits_fingerprint(engine: &Engine) -> String {
+    blake3::hash(format!("{:?}", engine.limits()).as_bytes())
+        .to_hex()
+        .to_string()
+}
+
+/// The BLAKE3 hash of `bytes` as hex, computed on a blocking thread.
+async fn digest(bytes: &Arc<[u8]>) -> String {
+    let bytes = bytes.clone();
+    let hash = move || blake3::hash(&bytes).to_hex().to_string();
+    match tokio::task::spawn_blocking(hash.clone()).await {
+        Ok(digest) => digest,
+        Err(_) => hash(),
+    }
 }
 
 /// Pre-instantiates a component against the shared linker, as the

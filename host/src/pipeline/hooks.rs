@@ -22,6 +22,7 @@
 
 use crate::engine::{Engine, WasmHook};
 use crate::error::LoadError;
+use crate::host_files::{self, Links};
 use crate::pipeline::permissions::HookVerdict;
 use crate::sanitize::{self, Sink};
 use serde::Deserialize;
@@ -390,7 +391,12 @@ async fn load_groups(groups: &[HookMatcher], engine: &Engine) -> Result<Vec<Grou
                     timeout: Duration::from_secs(timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
                 },
                 HookSpec::Wasm { component, timeout } => {
-                    let bytes = std::fs::read(component).map_err(|e| {
+                    let bytes = host_files::read_capped(
+                        component,
+                        engine.limits().component_bytes,
+                        Links::Follow,
+                    )
+                    .map_err(|e| {
                         LoadError::Io(format!("cannot read the hook {}: {e}", component.display()))
                     })?;
                     Handler::Wasm {

@@ -385,7 +385,8 @@ impl Stages<'_> {
             self.cx.cwd(),
             project_root,
             self.entry.tool.origin().sandboxed(),
-        );
+        )
+        .with_digest(self.entry.tool.digest());
         let (verdict, rewritten) = {
             let rules = self.cx.rules();
             permissions::decide(&rules, self.cx.mode(), &facts, &pre.verdict, &tool_decision)
@@ -527,7 +528,10 @@ impl Stages<'_> {
                 match answer {
                     PermissionAnswer::Allow => (true, DecisionSource::User, String::new()),
                     PermissionAnswer::AllowAlways => {
+                        // Bound to this code: after a reload with other
+                        // code under the same name, the user is asked again.
                         if let Ok(rule) = Rule::parse(&name) {
+                            let rule = rule.bound_to(self.entry.tool.digest());
                             self.cx.add_rule(RuleKind::Allow, rule);
                         }
                         (true, DecisionSource::User, String::new())

@@ -100,6 +100,10 @@ pub struct Rule {
     text: String,
     tool: ToolPattern,
     spec: Specifier,
+    /// The code this rule was given for (an "always allow" answer): it
+    /// matches only a tool with this digest, so new code under the same
+    /// name is asked about again.
+    digest: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -175,6 +179,7 @@ impl Rule {
             text: trimmed.to_string(),
             tool,
             spec,
+            digest: None,
         })
     }
 
@@ -183,7 +188,19 @@ impl Rule {
         &self.text
     }
 
+    /// This rule, bound to the tool code with `digest` (see
+    /// [`crate::Tool::digest`]); unbound when the tool has none.
+    pub fn bound_to(mut self, digest: Option<&str>) -> Rule {
+        self.digest = digest.map(str::to_string);
+        self
+    }
+
     fn matches(&self, kind: RuleKind, call: &CallFacts<'_>) -> bool {
+        if let Some(digest) = &self.digest
+            && call.digest != Some(digest.as_str())
+        {
+            return false;
+        }
         let tool_ok = match &self.tool {
             ToolPattern::Name(n) => call.names().any(|name| name == n),
             ToolPattern::Prefix(p) => call.names().any(|name| name.starts_with(p.as_str())),
@@ -352,6 +369,8 @@ pub struct CallFacts<'a> {
     pub project_root: Option<&'a str>,
     /// Whether the tool runs in the sandbox.
     pub sandboxed: bool,
+    /// The digest of the tool's code, if it has one.
+    pub digest: Option<&'a str>,
 }
 
 impl<'a> CallFacts<'a> {
@@ -383,7 +402,14 @@ impl<'a> CallFacts<'a> {
             cwd,
             project_root,
             sandboxed,
+            digest: None,
         }
+    }
+
+    /// These facts, for a tool whose code has `digest`.
+    pub fn with_digest(mut self, digest: Option<&'a str>) -> Self {
+        self.digest = digest;
+        self
     }
 
     fn names(&self) -> impl Iterator<Item = &str> {

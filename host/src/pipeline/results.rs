@@ -6,7 +6,9 @@
 //! The results directory is `results_dir` from the configuration, or
 //! `.airlock/results` in the workspace. The host writes it through a
 //! `cap-std` handle and creates every file with `create_new`, so a link a
-//! guest planted there is never followed: the write fails instead.
+//! guest planted there is never followed: the write fails instead. A
+//! configured directory is created private to the user and opened without
+//! following a link in its place (no grant may reach it either).
 
 use crate::error::{CallError, ErrorClass};
 use crate::grants::Grants;
@@ -33,6 +35,21 @@ enum Place {
     Configured(std::path::PathBuf),
     /// `.airlock/results` in the workspace, through its handle.
     Workspace(std::sync::Arc<crate::grants::HostMount>),
+}
+
+/// Creates (0700) and opens a configured results directory, refusing a
+/// link in its place.
+fn open_configured(dir: &std::path::Path) -> std::io::Result<Dir> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)?;
+    Ok(Dir::from_std_file(file))
 }
 
 impl ResultStore {
@@ -63,8 +80,7 @@ impl ResultStore {
             return Ok(dir);
         }
         let opened = match &self.place {
-            Place::Configured(dir) => std::fs::create_dir_all(dir)
-                .and_then(|()| Dir::open_ambient_dir(dir, cap_std::ambient_authority())),
+            Place::Configured(dir) => open_configured(dir),
             Place::Workspace(ws) => ws
                 .dir
                 .create_dir_all(WORKSPACE_RESULTS)

@@ -8,7 +8,7 @@ use serde::Deserialize;
 /// What to do.
 #[derive(Deserialize, JsonSchema)]
 struct HostileInput {
-    /// `ok`, `loop`, `bulk`, `alloc`, `recurse`, `print`, `panic`, `block`,
+    /// `ok`, `loop`, `bulk`, `alloc`, `recurse`, `print`, `print_quietly`, `panic`, `block`,
     /// `random`, `log_bomb`, `big_output`, `deep_json`, `exit`, `progress_flood`,
     /// `stdin`, `remember`.
     attack: String,
@@ -50,6 +50,15 @@ impl Tool for Hostile {
             "print" => loop {
                 println!("flooding the host's stdout with a line that goes on and on and on");
             },
+            "print_quietly" => {
+                use std::io::Write;
+                let line = [b'x'; 4096];
+                for _ in 0..4096 {
+                    let _ = std::io::stdout().write(&line);
+                    let _ = std::io::stderr().write(&line);
+                }
+                Ok(Output::text("wrote past the cap and ignored every error"))
+            }
             "panic" => panic!("the hostile guest panicked on purpose"),
             "block" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));

@@ -1,0 +1,112 @@
+//! The host's own files: tool components, the configuration, settings
+//! files, hook components, cached artifacts. Each is opened as a regular
+//! file only (never a FIFO or a device, so an open cannot block) and read
+//! with a byte cap enforced while reading, not taken from metadata (a
+//! procfs file reports size 0 and never ends). Where a guest could have
+//! planted a link, the last component is not followed either.
+//!
+//! Files inside granted directories are not opened here: those go through
+//! the grants' `cap-std` handles.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Whether the last component of a path may be a symbolic link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Links {
+    /// Follow a link (files the operator names, such as the configuration).
+    Follow,
+    /// Refuse a link (entries of directories the host lists or writes).
+    Refuse,
+}
+
+/// Opens `path` for reading: a regular file only, without blocking on a
+/// FIFO or a device.
+pub fn open_regular(path: &Path, links: Links) -> std::io::Result<File> {
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+    if links == Links::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) && links == Links::Refuse {
+                std::io::Error::other("it is a symbolic link, which is not followed here")
+            } else {
+                e
+            }
+        })?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Reads the whole of `path`, refusing it once more than `cap` bytes have
+/// been read.
+pub fn read_capped(path: &Path, cap: u64, links: Links) -> std::io::Result<Vec<u8>> {
+    let file = open_regular(path, links)?;
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("it is larger than {cap} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`read_capped`] as UTF-8 text.
+pub fn read_text_capped(path: &Path, cap: u64, links: Links) -> std::io::Result<String> {
+    String::from_utf8(read_capped(path, cap, links)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
+}
+
+/// The most a configuration or settings file may hold.
+pub const CONFIG_BYTES: u64 = 4 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_regular_files_within_the_cap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("a");
+        std::fs::write(&file, "hello").unwrap();
+        assert_eq!(read_capped(&file, 5, Links::Refuse).unwrap(), b"hello");
+        assert!(read_capped(&file, 4, Links::Refuse).is_err());
+    }
+
+    #[test]
+    fn the_cap_holds_for_files_whose_size_lies() {
+        let err = read_capped(Path::new("/proc/self/maps"), 16, Links::Follow).unwrap_err();
+        assert!(err.to_string().contains("larger than 16"), "{err}");
+        let zero = read_capped(Path::new("/dev/zero"), 16, Links::Follow).unwrap_err();
+        assert!(zero.to_string().contains("not a regular file"), "{zero}");
+    }
+
+    #[test]
+    fn links_and_fifos_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("real"), "x").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("real"), tmp.path().join("link")).unwrap();
+        let err = read_capped(&tmp.path().join("link"), 16, Links::Refuse).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(
+            read_capped(&tmp.path().join("link"), 16, Links::Follow).unwrap(),
+            b"x"
+        );
+        let fifo = tmp.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = read_capped(&fifo, 16, Links::Follow).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+}
