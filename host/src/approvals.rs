@@ -6,8 +6,7 @@
 
 use crate::host_files::{self, Links};
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 /// The approvals: tool name → the digests approved for it.
@@ -56,17 +55,7 @@ impl Approvals {
                 .mode(0o700)
                 .create(dir)?;
         }
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(&serde_json::to_vec_pretty(&approvals)?)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        host_files::write_private(path, &serde_json::to_vec_pretty(&approvals)?)
     }
 }
 

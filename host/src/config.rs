@@ -474,6 +474,7 @@ impl Config {
             what,
             path,
             is_dir: true,
+            unreadable: false,
         };
         let mut paths = Vec::new();
         if let Some(d) = user_dir("XDG_CONFIG_HOME", ".config") {
@@ -484,6 +485,7 @@ impl Config {
                 what: "the approvals file",
                 path: file,
                 is_dir: false,
+                unreadable: false,
             });
         }
         if let Some(file) = &self.source {
@@ -491,6 +493,7 @@ impl Config {
                 what: "the configuration file",
                 path: file.clone(),
                 is_dir: false,
+                unreadable: false,
             });
         }
         let mut tool_dirs = self.tool_dirs.clone().unwrap_or_default();
@@ -500,7 +503,12 @@ impl Config {
             self.effective_cache_dir()
                 .into_iter()
                 .chain(default_cache_dir())
-                .map(|d| dir("the artifact cache", d)),
+                .map(|path| HostPath {
+                    what: "the artifact cache",
+                    path,
+                    is_dir: true,
+                    unreadable: true,
+                }),
         );
         paths.extend(
             self.results_dir
@@ -511,6 +519,7 @@ impl Config {
             what: "a settings file",
             path: f.clone(),
             is_dir: false,
+            unreadable: false,
         }));
         paths
     }
@@ -538,6 +547,9 @@ pub struct HostPath {
     pub path: PathBuf,
     /// Whether it is a directory.
     pub is_dir: bool,
+    /// Whether no grant may even read it (the artifact cache: its key
+    /// authenticates what the host runs as native code).
+    pub unreadable: bool,
 }
 
 /// Where `airlock approve` records the tool code the operator approved:

@@ -119,8 +119,9 @@ impl Grants {
             }
         }
         check_nesting(&all)?;
-        check_host_state(&all, &config.host_paths())?;
-        check_links(&all, config)?;
+        let host_paths = config.host_paths();
+        check_host_state(&all, &host_paths)?;
+        check_links(&all, &host_paths)?;
         if let Some(previous) = previous {
             check_pins(&all, previous)?;
         }
@@ -534,9 +535,8 @@ fn check_host_state(
 ) -> Result<(), LoadError> {
     for state in host_paths {
         let path = resolve_existing(&state.path);
-        let is_cache = state.what == "the artifact cache";
         for (grant, writable, name) in all {
-            if !*writable && !is_cache {
+            if !*writable && !state.unreadable {
                 continue;
             }
             let contains = path.starts_with(&grant.host);
@@ -552,7 +552,7 @@ fn check_host_state(
                     state.what,
                     path.display(),
                     path.display(),
-                    if *writable && !is_cache {
+                    if *writable && !state.unreadable {
                         ", or make the grant read-only"
                     } else {
                         ""
@@ -567,7 +567,10 @@ fn check_host_state(
 /// Refuses a configured path (a grant, or one of Airlock's own) that runs
 /// through a symbolic link inside a writable grant: a tool could re-point
 /// the link, and the path would name another directory at the next start.
-fn check_links(all: &[(Arc<HostMount>, bool, String)], config: &Config) -> Result<(), LoadError> {
+fn check_links(
+    all: &[(Arc<HostMount>, bool, String)],
+    host_paths: &[HostPath],
+) -> Result<(), LoadError> {
     let writable: Vec<&Path> = all
         .iter()
         .filter(|(_, w, _)| *w)
@@ -580,10 +583,9 @@ fn check_links(all: &[(Arc<HostMount>, bool, String)], config: &Config) -> Resul
         .iter()
         .map(|(m, _, name)| (m.configured.clone(), name.clone()))
         .chain(
-            config
-                .host_paths()
-                .into_iter()
-                .map(|p| (p.path, p.what.to_string())),
+            host_paths
+                .iter()
+                .map(|p| (p.path.clone(), p.what.to_string())),
         );
     for (path, name) in configured {
         if let Some(link) = planted_link(&path, &writable) {

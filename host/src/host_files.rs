@@ -5,13 +5,17 @@
 //! procfs file reports size 0 and never ends). Where a guest could have
 //! planted a link, the last component is not followed either.
 //!
+//! Files the host writes for itself (cache entries, approvals) are written
+//! whole or not at all, private to the user ([`write_private`]).
+//!
 //! Files inside granted directories are not opened here: those go through
 //! the grants' `cap-std` handles.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Whether the last component of a path may be a symbolic link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +69,30 @@ pub fn read_capped(path: &Path, cap: u64, links: Links) -> std::io::Result<Vec<u
 pub fn read_text_capped(path: &Path, cap: u64, links: Links) -> std::io::Result<String> {
     String::from_utf8(read_capped(path, cap, links)?)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
+}
+
+/// A temporary name beside `path`, private to this writer (process and
+/// counter).
+pub fn temp_beside(path: &Path) -> std::path::PathBuf {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    path.with_extension(format!("tmp-{}-{n}", std::process::id()))
+}
+
+/// Writes a file only this user may read, whole or not at all: a new
+/// temporary file beside it (0600), synced, then renamed into place.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = temp_beside(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// The most a configuration or settings file may hold.

@@ -250,7 +250,7 @@ impl Registry {
             .effective_approvals_file()
             .map(|path| Approvals::read(&path))
             .unwrap_or_default();
-        let loaded = hold_changed(&self.loaded, loaded, &approvals, &mut load_failures);
+        let loaded = hold_changed(self, loaded, &approvals, &mut load_failures);
         let mut registry = Registry {
             loaded,
             load_failures,
@@ -656,11 +656,11 @@ fn find_remote_ref(schema: &Value) -> Option<&str> {
     None
 }
 
-/// `fresh`, with each tool whose code differs from the one `previous`
-/// served under its name replaced by that one, unless the new code is
-/// approved; each change held back is reported in `failures`.
+/// `fresh`, with each tool whose code differs from the code `previous`
+/// served under its name replaced by what it served, unless the new code
+/// is approved; each change held back is reported in `failures`.
 fn hold_changed(
-    previous: &[Arc<Loaded>],
+    previous: &Registry,
     fresh: Vec<Arc<Loaded>>,
     approvals: &Approvals,
     failures: &mut Vec<LoadFailure>,
@@ -672,32 +672,40 @@ fn hold_changed(
             let Some(now) = new.tool.digest() else {
                 return new;
             };
-            let before = previous.iter().find(|old| {
-                old.tool.descriptor().name == name
-                    && old.tool.origin() == new.tool.origin()
-                    && old.tool.digest().is_some_and(|was| was != now)
-            });
-            match before {
-                Some(old) if !approvals.approves(name, now) => {
-                    let was = old.tool.digest().unwrap_or_default();
-                    tracing::warn!(
-                        tool = name,
-                        "its component changed; the version loaded before is served until \
-                         `airlock approve {name}`"
-                    );
-                    failures.push(LoadFailure {
-                        origin: new.tool.origin().clone(),
-                        tool: Some(name.to_string()),
-                        error: LoadError::Unapproved {
-                            name: name.to_string(),
-                            was: was.to_string(),
-                            now: now.to_string(),
-                        },
-                    });
-                    old.clone()
-                }
-                _ => new,
+            // By name, wherever the file is now: moving a component to
+            // another file or directory does not make it approved.
+            let Some(was) = previous
+                .get(name)
+                .filter(|served| served.descriptor().name == name)
+                .and_then(|served| served.tool.digest())
+            else {
+                return new;
+            };
+            if was == now || approvals.approves(name, now) {
+                return new;
             }
+            let Some(old) = previous
+                .loaded
+                .iter()
+                .find(|l| l.tool.descriptor().name == name && l.tool.digest() == Some(was))
+            else {
+                return new;
+            };
+            tracing::warn!(
+                tool = name,
+                "its component changed; the version loaded before is served until \
+                 `airlock approve {name}`"
+            );
+            failures.push(LoadFailure {
+                origin: new.tool.origin().clone(),
+                tool: Some(name.to_string()),
+                error: LoadError::Unapproved {
+                    name: name.to_string(),
+                    was: was.to_string(),
+                    now: now.to_string(),
+                },
+            });
+            old.clone()
         })
         .collect()
 }

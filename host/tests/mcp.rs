@@ -665,11 +665,7 @@ impl Http {
     /// `initialize`, then `notifications/initialized`: the connection is in
     /// a session from then on.
     fn initialize(&mut self) {
-        let reply = self.request(
-            "POST",
-            "/mcp",
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
-        );
+        let reply = self.open_session(0);
         assert_eq!(reply.status, 200, "{}", reply.body);
         self.session = Some(reply.headers["mcp-session-id"].clone());
         let reply = self.request(
@@ -678,6 +674,17 @@ impl Http {
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         );
         assert_eq!(reply.status, 202, "{}", reply.body);
+    }
+
+    /// An `initialize` request, which opens a session.
+    fn open_session(&mut self, id: u64) -> Reply {
+        self.request(
+            "POST",
+            "/mcp",
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+            ),
+        )
     }
 
     fn ping(&mut self, id: u64) -> Reply {
@@ -877,11 +884,7 @@ fn sessions_over_the_cap_are_refused_with_a_clear_error() {
     let mut second = Http::connect(server.addr);
     second.initialize();
     let mut third = Http::connect(server.addr);
-    let refused = third.request(
-        "POST",
-        "/mcp",
-        r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
-    );
+    let refused = third.open_session(7);
     assert_eq!(refused.status, 503, "{}", refused.body);
     let error = &refused.message()["error"];
     assert_eq!(refused.message()["id"], 7);
@@ -898,11 +901,7 @@ fn sessions_over_the_cap_are_refused_with_a_clear_error() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let mut retry = Http::connect(server.addr);
-        let reply = retry.request(
-            "POST",
-            "/mcp",
-            r#"{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
-        );
+        let reply = retry.open_session(8);
         if reply.status == 200 {
             break;
         }

@@ -24,13 +24,12 @@
 use super::linker::Needs;
 use crate::descriptor::Descriptor;
 use crate::error::LoadError;
-use crate::host_files::Links;
+use crate::host_files::{self, Links};
 use serde::{Deserialize, Serialize};
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::component::Component;
 
 /// Bumped when the sidecar's shape changes.
@@ -194,7 +193,7 @@ impl ArtifactCache {
         let mut file = self.mac(name, body).into_bytes();
         file.push(b'\n');
         file.extend_from_slice(body);
-        write_atomic(&self.dir.join(name), &file)
+        host_files::write_private(&self.dir.join(name), &file)
     }
 
     /// The MAC of the file `name` with this body, as hex: the name binds
@@ -256,7 +255,7 @@ impl ArtifactCache {
                 descriptor: descriptor.cloned(),
                 imports: imports.to_vec(),
             };
-            write_atomic(&self.dir.join(format!("{key}.cwasm")), &artifact)?;
+            host_files::write_private(&self.dir.join(format!("{key}.cwasm")), &artifact)?;
             self.write_signed(&format!("{key}.json"), &serde_json::to_vec(&sidecar)?)
         })();
         if let Err(e) = result {
@@ -297,7 +296,7 @@ fn mac_key(dir: &Path) -> std::io::Result<[u8; 32]> {
     let path = dir.join(KEY_FILE);
     let mut key = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
-    let tmp = temp_beside(&path);
+    let tmp = host_files::temp_beside(&path);
     let created = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -335,30 +334,6 @@ fn mac_key(dir: &Path) -> std::io::Result<[u8; 32]> {
 /// Compares two byte strings in time independent of where they differ.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// A temporary name beside `path`, private to this writer (process and
-/// counter).
-fn temp_beside(path: &Path) -> PathBuf {
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, Ordering::Relaxed);
-    path.with_extension(format!("tmp-{}-{n}", std::process::id()))
-}
-
-/// Writes a file whole or not at all: a temporary file private to this
-/// writer (process and counter), synced, then renamed into place.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temp_beside(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 #[cfg(test)]
