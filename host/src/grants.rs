@@ -544,19 +544,24 @@ fn check_host_state(
             if contains || inside {
                 let access = if *writable { "writable" } else { "readable" };
                 let relation = if contains { "contains" } else { "lies inside" };
+                let instead = if state.is_dir {
+                    "neither holds nor lies inside it"
+                } else {
+                    "does not hold it"
+                };
+                let or_read_only = if *writable && !state.unreadable {
+                    ", or make the grant read-only"
+                } else {
+                    ""
+                };
                 return Err(LoadError::Grants(format!(
                     "{name} ({}) {relation} {} ({}), and tools may not reach Airlock's own \
-                     state: a tool could rewrite it, and the {access} grant would let it; \
-                     grant a directory that neither holds nor lies inside {}{}",
+                     state: the {access} grant would let a tool {}; grant a directory that \
+                     {instead}{or_read_only}",
                     grant.host.display(),
                     state.what,
                     path.display(),
-                    path.display(),
-                    if *writable && !state.unreadable {
-                        ", or make the grant read-only"
-                    } else {
-                        ""
-                    }
+                    if *writable { "rewrite it" } else { "read it" },
                 )));
             }
         }

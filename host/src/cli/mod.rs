@@ -278,7 +278,7 @@ fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
     match crate::approvals::Approvals::record(&file, name, digest) {
         Ok(()) => {
             println!(
-                "approved {name} ({}), BLAKE3 {digest}, in {}",
+                "approved {name} from {}: BLAKE3 {digest}, recorded in {}",
                 entry.tool.origin(),
                 file.display()
             );
