@@ -502,7 +502,7 @@ fn hs11_a_describe_that_never_returns_is_not_run_again_at_every_start() {
         c.bundled_tools = false;
         c.tool_dirs = Some(vec![tools.path().to_path_buf()]);
         c.cache_dir = Some(cache.path().join("artifacts"));
-        c.limits.preflight_timeout_ms = 500;
+        c.limits.preflight_timeout_ms = 3000;
         let started = std::time::Instant::now();
         let airlock = runtime.block_on(Airlock::new(c)).unwrap();
         let failures: Vec<String> = airlock
@@ -515,11 +515,12 @@ fn hs11_a_describe_that_never_returns_is_not_run_again_at_every_start() {
     };
     let (first, spent) = load();
     assert!(first[0].contains("describing the tool failed"), "{first:?}");
-    assert!(spent >= std::time::Duration::from_millis(500), "{spent:?}");
+    assert!(spent >= std::time::Duration::from_millis(3000), "{spent:?}");
+    // Well under the preflight limit, with room for a busy machine.
     let (again, spent) = load();
     assert_eq!(again, first);
     assert!(
-        spent < std::time::Duration::from_millis(400),
+        spent < std::time::Duration::from_millis(2000),
         "the describe ran again: {spent:?}"
     );
 }
