@@ -10,7 +10,6 @@ Usage: python3 tests/mcp/approve.py AIRLOCK WORKSPACE TOOL_DIR
 import json
 import os
 import sys
-import time
 
 import anyio
 import mcp.types as types
@@ -28,6 +27,11 @@ def recompiled(path: str) -> bytes:
 
 async def main(binary: str, workspace: str, tool_dir: str) -> None:
     asked = []
+    reloaded = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            reloaded.set()
 
     async def on_elicit(ctx, params):
         asked.append(params.message)
@@ -38,7 +42,11 @@ async def main(binary: str, workspace: str, tool_dir: str) -> None:
     approvals = os.path.join(os.environ["HOME"], ".config/airlock/approved.json")
     async with stdio_client(server) as (read, write):
         async with ClientSession(
-            read, write, read_timeout_seconds=30.0, elicitation_callback=on_elicit
+            read,
+            write,
+            read_timeout_seconds=30.0,
+            elicitation_callback=on_elicit,
+            message_handler=on_message,
         ) as session:
             await session.initialize()
 
@@ -56,8 +64,10 @@ async def main(binary: str, workspace: str, tool_dir: str) -> None:
             with open(component + ".tmp", "wb") as f:
                 f.write(changed)
             os.replace(component + ".tmp", component)
-            # The watcher polls every 500 ms; the change is held, not served.
-            await anyio.sleep(1.5)
+            # The watcher sees the change and reloads (the change is held,
+            # not served), then tells the session the tools changed.
+            with anyio.fail_after(30):
+                await reloaded.wait()
             await write_file("two.txt")
             assert len(asked) == 1, asked
             assert "changed since it was approved" in asked[0], asked[0]
