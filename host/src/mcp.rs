@@ -1168,6 +1168,10 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
+        // rmcp runs `notifications/initialized` in a task of its own, so a
+        // call sent right after it may be handled first: the peer that
+        // permission questions go to is known from the call too.
+        let _ = self.session.prompter.peer.set(context.peer.clone());
         self.offer_changed_code(&request.name).await;
         // Without a turn (a transport other than this module's), the call
         // goes in as soon as its handler runs.
