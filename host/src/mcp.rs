@@ -762,22 +762,36 @@ impl McpServer {
     /// client once per change whether to approve it, showing what changed;
     /// approved, the new code is recorded and served from this call on.
     async fn offer_changed_code(&self, tool: &str) {
-        let Some(name) = self.tools().get(tool).map(|e| e.descriptor().name.clone()) else {
-            return;
-        };
-        let (change, file) = {
+        // On every call: nothing is allocated or read unless some change
+        // is held.
+        let (name, change, file) = {
             let airlock = self.session.host.tools.borrow();
-            let change = airlock
+            let mut held = airlock
                 .registry()
                 .failures()
                 .iter()
-                .find_map(|f| match &f.error {
-                    LoadError::Unapproved { name: n, was, now } if *n == name => {
-                        Some((was.clone(), now.clone()))
-                    }
+                .filter_map(|f| match &f.error {
+                    LoadError::Unapproved { name, was, now } => Some((name, was, now)),
                     _ => None,
-                });
-            (change, airlock.grants().config().effective_approvals_file())
+                })
+                .peekable();
+            if held.peek().is_none() {
+                return;
+            }
+            let tools = self.tools();
+            let Some(entry) = tools.get(tool) else {
+                return;
+            };
+            let Some((name, was, now)) =
+                held.find(|(name, _, _)| **name == entry.descriptor().name)
+            else {
+                return;
+            };
+            (
+                name.clone(),
+                Some((was.clone(), now.clone())),
+                airlock.grants().config().effective_approvals_file(),
+            )
         };
         let (Some((was, now)), Some(file)) = (change, file) else {
             return;
