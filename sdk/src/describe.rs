@@ -161,7 +161,8 @@ impl Describe {
 /// The JSON Schema of `T` under `settings` (as `T` deserialises, or as it
 /// serialises), without the `$schema` and `title` keys (the dialect is
 /// 2020-12 everywhere Airlock sends it; the title is the Rust type's name,
-/// which means nothing to a model).
+/// which means nothing to a model), and without the formats JSON Schema
+/// does not define (see [`drop_unknown_formats`]).
 fn schema_of<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> serde_json::Value {
     let mut value = settings
         .into_generator()
@@ -171,7 +172,53 @@ fn schema_of<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> ser
         obj.remove("$schema");
         obj.remove("title");
     }
+    drop_unknown_formats(&mut value);
     value
+}
+
+/// The formats JSON Schema 2020-12 defines (its format vocabulary).
+const KNOWN_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Removes every `format` that JSON Schema does not define, such as the
+/// `uint` and `uint64` schemars gives Rust's integer types: validators in
+/// MCP clients (Ajv in the TypeScript SDK, the Inspector) warn about each
+/// one, and the range it stands for is already there as `minimum` and
+/// `maximum`.
+fn drop_unknown_formats(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(obj) => {
+            let unknown = obj
+                .get("format")
+                .and_then(|f| f.as_str())
+                .is_some_and(|f| !KNOWN_FORMATS.contains(&f));
+            if unknown {
+                obj.remove("format");
+            }
+            obj.values_mut().for_each(drop_unknown_formats);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_unknown_formats),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -233,5 +280,41 @@ mod tests {
         // always there, and `note` may be missing.
         assert_eq!(schema["required"], serde_json::json!(["files", "more"]));
         assert_eq!(schema["properties"]["files"]["description"], "The files.");
+    }
+
+    /// Numbers of every width, and formats JSON Schema defines.
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Numbers {
+        small: u8,
+        count: u64,
+        offset: Option<usize>,
+        nested: Vec<Inner>,
+        #[schemars(url)]
+        link: String,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Inner {
+        signed: i64,
+        ratio: f64,
+    }
+
+    #[test]
+    fn only_formats_json_schema_defines_are_kept_and_ranges_stay() {
+        let d = Describe::new("t", "A tool.").into_descriptor::<Numbers>("1", Preflight::empty());
+        let text = d.input_schema;
+        for rust_only in ["uint", "int64", "double", "uint8", "uint64"] {
+            assert!(
+                !text.contains(&format!("\"{rust_only}\"")),
+                "format {rust_only} left in {text}"
+            );
+        }
+        let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(schema["properties"]["link"]["format"], "uri");
+        assert_eq!(schema["properties"]["small"]["minimum"], 0);
+        assert_eq!(schema["properties"]["small"]["maximum"], 255);
+        assert_eq!(schema["properties"]["count"]["minimum"], 0);
     }
 }
