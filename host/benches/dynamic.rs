@@ -221,7 +221,11 @@ impl Raw {
         let id = self.next_id;
         self.next_id += 1;
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{line}").expect("the server reads");
+        // One write per message (`writeln!` on the raw pipe would write
+        // each JSON token on its own).
+        let mut bytes = serde_json::to_vec(&line).expect("JSON serialises");
+        bytes.push(b'\n');
+        self.stdin.write_all(&bytes).expect("the server reads");
         loop {
             let mut reply = String::new();
             self.stdout

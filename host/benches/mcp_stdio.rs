@@ -74,7 +74,7 @@ impl Server {
         let id = self.next_id;
         self.next_id += 1;
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{line}").expect("the server reads");
+        self.write_line(&line);
         id
     }
 
@@ -106,12 +106,18 @@ impl Server {
     }
 
     fn notify(&mut self, method: &str) {
-        writeln!(
-            self.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "method": method})
-        )
-        .expect("the server reads");
+        self.write_line(&json!({"jsonrpc": "2.0", "method": method}));
+    }
+
+    /// Writes `message` and a newline in one `write`, as a client with a
+    /// buffered writer does. (`writeln!` on the raw pipe writes each JSON
+    /// token on its own: tens of writes, and as many wake-ups of the
+    /// reader, per message. That made the `cat` floor 74 µs instead of
+    /// 15.)
+    fn write_line(&mut self, message: &Value) {
+        let mut bytes = serde_json::to_vec(message).expect("JSON serialises");
+        bytes.push(b'\n');
+        self.stdin.write_all(&bytes).expect("the server reads");
     }
 
     /// The handshake, then `tools/list`; returns how many tools it lists.
