@@ -18,7 +18,10 @@ build-guests:
     for manifest in guest-tools/*/Cargo.toml; do
         packages+=(--package "$(sed -n 's/^name = "\(.*\)"$/\1/p' "$manifest" | head -n1)")
     done
-    cargo build --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} "${packages[@]}"
+    # The flags of the build scripts' guest build (host/build/guests.rs), so
+    # the two share their artifacts and build the same bytes.
+    CARGO_ENCODED_RUSTFLAGS="--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" CARGO_INCREMENTAL=0 \
+        cargo build --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} "${packages[@]}"
     mkdir -p "{{tools_dir}}"
     for wasm in {{guest_target}}/wasm32-wasip2/guest/airlock_tool_*.wasm; do
         name="$(basename "$wasm")"

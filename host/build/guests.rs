@@ -7,6 +7,14 @@
 // holds the lock on the normal one), the guest profile from the workspace
 // manifest, and the outer build's flags removed; every source file listed in
 // the artifacts' dep-info is reported with `rerun-if-changed`.
+//
+// The components are byte-for-byte reproducible: the same on any checkout
+// path (rustc is given workspace paths relative to the workspace root) and
+// for any user (the paths of dependencies' sources, which panic locations
+// embed, have the cargo home replaced by `/cargo`: `just build-guests`
+// passes the same flag), and never built incrementally (`CARGO_INCREMENTAL` from the outer build is
+// removed: an incremental build's bytes depend on its history), so the
+// digests recorded in `host/bundled-descriptors.json` match the build.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,7 +56,14 @@ pub fn build_guests(workspace: &Path, crates: &[PathBuf]) -> Vec<Guest> {
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET")
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CARGO_INCREMENTAL")
         .env_remove("CARGO_PRIMARY_PACKAGE");
+    if let Some(home) = cargo_home() {
+        cmd.env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            format!("--remap-path-prefix={}=/cargo", home.display()),
+        );
+    }
     for package in &packages {
         cmd.args(["--package", package]);
     }
@@ -72,6 +87,16 @@ pub fn build_guests(workspace: &Path, crates: &[PathBuf]) -> Vec<Guest> {
     println!("cargo:rerun-if-changed={}", workspace.join("Cargo.lock").display());
     println!("cargo:rerun-if-changed={}", workspace.join("Cargo.toml").display());
     guests
+}
+
+/// Where cargo keeps downloaded sources: `$CARGO_HOME`, else `~/.cargo`
+/// (cargo's own rule).
+fn cargo_home() -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed=CARGO_HOME");
+    std::env::var_os("CARGO_HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
 }
 
 fn ensure_wasm_target(rustc: &str) {

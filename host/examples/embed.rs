@@ -73,6 +73,8 @@ async fn turn(
     while let Some(event) = executor.next().await {
         match event {
             ExecutorEvent::Progress(p) => println!("  [progress] {}: {}", p.tool_use_id, p.message),
+            // A tool's `log` lines (sanitised), each before its use's result.
+            ExecutorEvent::Log(l) => println!("  [log {:?}] {}: {}", l.level, l.tool, l.message),
             ExecutorEvent::Result(r) => results.push(anthropic::tool_result(&r)),
             _ => {}
         }

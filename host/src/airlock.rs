@@ -71,6 +71,36 @@ impl Airlock {
         Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
     }
 
+    /// Like [`Airlock::new`], but returns before the bundled tools are
+    /// compiled: unless the artifact cache already lists them, they are
+    /// listed from the descriptors this build recorded for their exact
+    /// bytes and compiled in the background (see [`Registry::list`]). A
+    /// call that comes first waits for its tool's compile. When a tool
+    /// then describes itself otherwise than listed, or fails to load, its
+    /// calls fail with the reason and [`Airlock::settled`] gives the host
+    /// to use instead. Components the snapshot does not know (another
+    /// build's, or a tool directory's not yet in the cache) are compiled
+    /// before this returns, as by [`Airlock::new`].
+    pub async fn open(config: Config) -> anyhow::Result<Airlock> {
+        let grants = Arc::new(Grants::from_config(&config)?);
+        let engine = Engine::from_config(&config)?;
+        let registry = Registry::list(&engine, &grants).await;
+        Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
+    }
+
+    /// Waits until the tools [`Airlock::open`] listed before compiling them
+    /// are compiled; `None` when each described itself as listed, else the
+    /// same host with the tools as they described themselves (a tool that
+    /// failed is left out and listed in [`Registry::failures`]).
+    pub async fn settled(&self) -> Option<Airlock> {
+        let mut registry = self.registry.settled(&self.grants).await?;
+        registry.offer_tool_search(self.grants.config().tool_search, &self.grants);
+        Some(Airlock {
+            registry: Arc::new(registry),
+            ..self.clone()
+        })
+    }
+
     /// An Airlock over an engine, grants and a registry built by hand (for
     /// embedders that register native tools); policy comes from the grants'
     /// configuration.

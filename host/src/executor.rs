@@ -12,7 +12,8 @@
 //! - an exclusive use runs alone, and its context changes are applied
 //!   before the next use starts, so every later use sees them; a
 //!   concurrency-safe use's changes are limited to recorded reads;
-//! - progress events are forwarded at once;
+//! - progress events and log lines are forwarded at once, and every one a
+//!   use sent before it finished comes out before that use's result;
 //! - an error from a use flagged cancels-siblings-on-error cancels its
 //!   running and queued siblings ("cancelled: a sibling failed"), and the
 //!   context's abort handle stays untouched;
@@ -36,7 +37,7 @@ use crate::context::ToolContext;
 use crate::descriptor::SafetyFlags;
 use crate::error::{CallError, ErrorClass};
 use crate::pipeline::{self, CallControl, Completed, Prepared, ToolResult, ToolUse};
-use crate::tool::{CancellationToken, ProgressEvent, ProgressSink};
+use crate::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -44,6 +45,8 @@ use tokio::sync::mpsc;
 
 /// How many progress events may wait to be read before new ones are dropped.
 const PROGRESS_BUFFER: usize = 1024;
+/// How many log lines may wait to be read before new ones are dropped.
+const LOG_BUFFER: usize = 1024;
 
 /// What the executor reports.
 #[derive(Clone, Debug, Serialize)]
@@ -75,6 +78,9 @@ pub enum ExecutorEvent {
     },
     /// Progress of a running use.
     Progress(ProgressEvent),
+    /// A line a running use logged (a tool's `log`, sanitised; the host's
+    /// log has it too), before that use's result.
+    Log(LogEvent),
     /// A result, in arrival order.
     Result(Box<ToolResult>),
 }
@@ -281,6 +287,7 @@ struct Scheduler {
     reports: mpsc::UnboundedReceiver<Report>,
     progress: ProgressSink,
     progress_rx: mpsc::Receiver<ProgressEvent>,
+    logs_rx: mpsc::Receiver<LogEvent>,
     mode: Mode,
     /// The uses not yet emitted (and emitted ones behind an earlier
     /// pending use); `uses[0]` is use number `base`.
@@ -301,6 +308,7 @@ impl Scheduler {
     ) -> Self {
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let (progress, progress_rx) = ProgressSink::channel(PROGRESS_BUFFER);
+        let (progress, logs_rx) = progress.with_logs(LOG_BUFFER);
         let batch = cx.abort_handle().child_token();
         Scheduler {
             airlock,
@@ -310,6 +318,7 @@ impl Scheduler {
             reports,
             progress,
             progress_rx,
+            logs_rx,
             mode,
             uses: VecDeque::new(),
             base: 0,
@@ -342,16 +351,29 @@ impl Scheduler {
                 Some(progress) = self.progress_rx.recv() => {
                     let _ = self.events.send(ExecutorEvent::Progress(progress));
                 }
+                Some(log) = self.logs_rx.recv() => {
+                    let _ = self.events.send(ExecutorEvent::Log(log));
+                }
                 () = abort.cancelled(), if !self.interrupted => self.interrupt(),
             }
             self.start_what_can_start();
             self.emit_ready();
         }
-        // Progress that raced the last result still goes out.
+        self.forward_sent();
+        self.cx
+    }
+
+    /// Forwards the progress and log lines already sent. A use sends its
+    /// own before it reports that it finished, so forwarding them when the
+    /// report comes puts them before its result (the channels are read in
+    /// no particular order otherwise).
+    fn forward_sent(&mut self) {
         while let Ok(progress) = self.progress_rx.try_recv() {
             let _ = self.events.send(ExecutorEvent::Progress(progress));
         }
-        self.cx
+        while let Ok(log) = self.logs_rx.try_recv() {
+            let _ = self.events.send(ExecutorEvent::Log(log));
+        }
     }
 
     fn now(&self) -> Duration {
@@ -437,6 +459,7 @@ impl Scheduler {
                 self.set_state(i, state);
             }
             Report::Finished(i, completed, concurrency_safe) => {
+                self.forward_sent();
                 let at = self.now();
                 let Some(tracked) = self.slot(i) else { return };
                 let tool_use_id = tracked.id.clone();

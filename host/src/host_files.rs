@@ -9,7 +9,8 @@
 //! whole or not at all, private to the user ([`write_private`]).
 //!
 //! Files inside granted directories are not opened here: those go through
-//! the grants' `cap-std` handles.
+//! the grants' `cap-std` handles (and are read with
+//! [`read_opened_capped`] once opened).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -53,7 +54,16 @@ pub fn open_regular(path: &Path, links: Links) -> std::io::Result<File> {
 /// Reads the whole of `path`, refusing it once more than `cap` bytes have
 /// been read.
 pub fn read_capped(path: &Path, cap: u64, links: Links) -> std::io::Result<Vec<u8>> {
-    let file = open_regular(path, links)?;
+    read_opened_capped(open_regular(path, links)?, cap)
+}
+
+/// Reads the whole of a file the host opened itself (through a directory
+/// handle, say, without blocking and without following a link): a regular
+/// file only, refused once more than `cap` bytes have been read.
+pub fn read_opened_capped(file: File, cap: u64) -> std::io::Result<Vec<u8>> {
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
     let mut bytes = Vec::new();
     file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {

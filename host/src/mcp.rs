@@ -25,6 +25,13 @@
 //!   unknown tool or a malformed request;
 //! - progress goes out only when the request carried a `progressToken`,
 //!   with a value that never decreases;
+//! - a tool's log lines go to the session that made the call as
+//!   `notifications/message` (logger: the tool's name), at or above the
+//!   level the session set (`info` until it sets one), each sent before
+//!   the call's result;
+//! - `resources/read` serves only the spilled results this session was
+//!   given as `resource_link`s, read back from the results directory
+//!   (never a path a client names); any other URI is -32002;
 //! - a permission question becomes an elicitation when the client supports
 //!   form elicitation, and otherwise goes to the host's own prompter (which
 //!   denies by default, saying how to allow the call);
@@ -54,8 +61,10 @@ use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
     ClientRequest, ContentBlock as McpContent, ElicitRequestParams, ElicitationAction,
     ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage, JsonRpcRequest,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, Resource, ServerCapabilities, ServerConfig, ServerJsonRpcMessage, Tool,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
+    ServerJsonRpcMessage, Tool,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage,
@@ -72,14 +81,17 @@ use rmcp::transport::{Transport, WorkerTransport};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-/// Tools per `tools/list` page.
+/// Tools per `tools/list` page, and resources per `resources/list` page.
 const PAGE: usize = 100;
+
+/// The MIME type of a spilled result (UTF-8 text).
+const SPILLED_MIME: &str = "text/plain";
 
 /// How often the tool directories are checked for changes.
 const WATCH_INTERVAL: Duration = Duration::from_millis(500);
@@ -123,16 +135,29 @@ pub struct McpHost {
 
 impl McpHost {
     /// A host serving `airlock`'s tools, reloading them when a component
-    /// file in its tool directories is added, changed or removed. The
+    /// file in its tool directories is added, changed or removed, and
+    /// listing them anew once the tools [`Airlock::open`] listed before
+    /// compiling them are compiled, if one described itself otherwise or
+    /// failed ([`Airlock::settled`]). The
     /// airlock's prompter answers permission questions for clients that
     /// cannot be asked (elicitation).
     pub fn new(airlock: Airlock) -> McpHost {
         let config = airlock.grants().config().clone();
         let dirs = config.effective_tool_dirs();
         let mut stamp = SourceStamp::of(&config);
-        let (tx, rx) = watch::channel(airlock);
-        if !dirs.is_empty() {
-            tokio::spawn(async move {
+        let (tx, rx) = watch::channel(airlock.clone());
+        tokio::spawn(async move {
+            // Tools listed before they were compiled (`Airlock::open`): one
+            // that describes itself otherwise, or fails, is listed anew.
+            let settled = airlock.settled().await;
+            drop(airlock);
+            if let Some(settled) = settled {
+                tracing::info!("a tool changed or failed once compiled: tools listed again");
+                if tx.send(settled).is_err() {
+                    return;
+                }
+            }
+            if !dirs.is_empty() {
                 loop {
                     tokio::time::sleep(WATCH_INTERVAL).await;
                     let now = SourceStamp::of(&config);
@@ -151,8 +176,8 @@ impl McpHost {
                         Err(e) => tracing::error!("reloading the tools failed: {e:#}"),
                     }
                 }
-            });
-        }
+            }
+        });
         McpHost { tools: rx }
     }
 
@@ -700,18 +725,37 @@ struct Session {
     tools: RwLock<Arc<Registry>>,
     executor: ExecutorHandle,
     routes: Arc<Mutex<HashMap<String, Route>>>,
+    /// The start of this session's tool-use ids, unique to it (a spilled
+    /// result is saved under its call's id, and a workspace outlives
+    /// sessions and servers).
+    id_prefix: String,
     next_id: AtomicU64,
     /// Deferred tools that `tool_search` found in this session: listed
     /// from then on.
     found: Mutex<HashSet<String>>,
     /// Changed code (digests) this session was already asked to approve.
     offered: Mutex<HashSet<String>>,
+    /// The least severe log line sent to this session (a rank of
+    /// [`logging`]), shared with the router.
+    log_level: Arc<AtomicU8>,
+    /// The spilled results this session was given as resource links.
+    given: Mutex<Given>,
 }
 
-/// Where a call's result and progress go.
+/// The resources a session was given: the links in the order given, and
+/// each one's file by URI.
+#[derive(Default)]
+struct Given {
+    links: Vec<Resource>,
+    paths: HashMap<String, String>,
+}
+
+/// Where a call's result, progress and log lines go.
 struct Route {
     result: oneshot::Sender<ToolResult>,
     progress: Option<Progress>,
+    /// The session's client, for the call's log lines.
+    peer: Peer<RoleServer>,
 }
 
 struct Progress {
@@ -734,7 +778,8 @@ impl McpServer {
         let executor = Executor::session(airlock, cx);
         let routes: Arc<Mutex<HashMap<String, Route>>> = Arc::default();
         let handle = executor.handle();
-        tokio::spawn(route_events(executor, routes.clone()));
+        let log_level = Arc::new(AtomicU8::new(logging::DEFAULT));
+        tokio::spawn(route_events(executor, routes.clone(), log_level.clone()));
         McpServer {
             session: Arc::new(Session {
                 host,
@@ -742,9 +787,12 @@ impl McpServer {
                 tools: RwLock::new(tools),
                 executor: handle,
                 routes,
+                id_prefix: unique_prefix(),
                 next_id: AtomicU64::new(1),
                 found: Mutex::default(),
                 offered: Mutex::default(),
+                log_level,
+                given: Mutex::default(),
             }),
         }
     }
@@ -857,6 +905,25 @@ impl McpServer {
 }
 
 impl Session {
+    /// The link to a spilled result's file, recorded as given to this
+    /// session (so `resources/read` serves it).
+    fn give(&self, path: &str) -> Resource {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let mut link = Resource::new(file_uri(path), name);
+        link.description =
+            Some("The whole result of this call, saved because it was too large to return".into());
+        link.mime_type = Some(SPILLED_MIME.into());
+        let mut given = lock(&self.given);
+        if given
+            .paths
+            .insert(link.uri.clone(), path.to_owned())
+            .is_none()
+        {
+            given.links.push(link.clone());
+        }
+        link
+    }
+
     /// Later calls see `airlock`'s tools.
     fn refresh(&self, airlock: Airlock) {
         let airlock = airlock.with_prompter(self.prompter.clone());
@@ -902,8 +969,16 @@ impl Drop for Session {
 }
 
 /// Reads the session executor's events: each result goes to the call that
-/// waits for it, each progress event to its client when it asked for it.
-async fn route_events(mut executor: Executor, routes: Arc<Mutex<HashMap<String, Route>>>) {
+/// waits for it, each progress event to its client when it asked for it,
+/// each log line to its client when at or above the session's level. A
+/// call's log lines come out of the executor before its result, and each
+/// is handed to the transport before the next event is read, so the client
+/// gets them before the result.
+async fn route_events(
+    mut executor: Executor,
+    routes: Arc<Mutex<HashMap<String, Route>>>,
+    log_level: Arc<AtomicU8>,
+) {
     while let Some(event) = executor.next().await {
         match event {
             ExecutorEvent::Result(result) => {
@@ -919,6 +994,14 @@ async fn route_events(mut executor: Executor, routes: Arc<Mutex<HashMap<String, 
                     .and_then(|p| p.next(&event));
                 if let Some((peer, param)) = note {
                     let _ = peer.notify_progress(param).await;
+                }
+            }
+            ExecutorEvent::Log(event) => {
+                let peer = lock(&routes)
+                    .get(&event.tool_use_id)
+                    .map(|r| r.peer.clone());
+                if let Some(peer) = peer {
+                    logging::send(&peer, &event, log_level.load(Ordering::Relaxed)).await;
                 }
             }
             _ => {}
@@ -1028,9 +1111,11 @@ fn how_to_allow(tool: &str) -> String {
     )
 }
 
-/// The page of a list of `len` tools that `cursor` asks for: its start,
-/// its end and the next page's cursor. A cursor is the index of the page's
-/// first tool (the registry's order is stable); any other is an error.
+/// The page of a list of `len` tools (or resources) that `cursor` asks
+/// for: its start, its end and the next page's cursor. A cursor is the
+/// index of the page's first item (the registry's order is stable, and a
+/// session's resources are only ever added at the end); any other is an
+/// error.
 fn page(len: usize, cursor: Option<&str>) -> Result<(usize, usize, Option<String>), ErrorData> {
     let start = match cursor {
         None => 0,
@@ -1055,8 +1140,13 @@ fn mcp_tool(d: &Descriptor) -> Result<Tool, ErrorData> {
 
 /// A result as MCP content: `isError` for every failure of the call; the
 /// structured output also as text, and as `structuredContent` only for a
-/// tool that lists an output schema; the hooks' additional context after it.
-fn mcp_result(result: ToolResult, lists_output_schema: bool) -> CallToolResult {
+/// tool that lists an output schema; the link to the spilled result's file,
+/// if any, after the output; the hooks' additional context after it.
+fn mcp_result(
+    result: ToolResult,
+    lists_output_schema: bool,
+    spilled: Option<Resource>,
+) -> CallToolResult {
     let mut r = match result.outcome {
         Ok(output) => {
             let mut content: Vec<McpContent> = output
@@ -1096,6 +1186,7 @@ fn mcp_result(result: ToolResult, lists_output_schema: bool) -> CallToolResult {
             {
                 content.push(McpContent::text(structured.to_string()));
             }
+            content.extend(spilled.map(McpContent::resource_link));
             let mut r = CallToolResult::success(content);
             r.structured_content = output.structured.filter(|_| lists_output_schema);
             r
@@ -1108,9 +1199,15 @@ fn mcp_result(result: ToolResult, lists_output_schema: bool) -> CallToolResult {
 }
 
 impl ServerHandler for McpServer {
+    #[expect(
+        deprecated,
+        reason = "logging is deprecated from protocol 2026-07-28, which this server does not offer"
+    )]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
+                .enable_resources()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -1134,7 +1231,12 @@ impl ServerHandler for McpServer {
         let _ = self.session.prompter.peer.set(peer.clone());
         let session: Weak<Session> = Arc::downgrade(&self.session);
         let mut tools = self.session.host.tools.clone();
-        tools.mark_unchanged();
+        // Tools replaced since this session began (the bundled tools
+        // compiled, a reload) are taken up now; later ones are sent.
+        let now = tools.borrow_and_update().clone();
+        if !std::ptr::eq(now.registry(), self.session.prompter.fallback.registry()) {
+            self.session.refresh(now);
+        }
         tokio::spawn(async move {
             while tools.changed().await.is_ok() {
                 let Some(session) = session.upgrade() else {
@@ -1165,6 +1267,92 @@ impl ServerHandler for McpServer {
         let mut result = ListToolsResult::with_all_items(listed);
         result.next_cursor = next;
         Ok(result)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "logging is deprecated from protocol 2026-07-28, which this server does not offer"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session
+            .log_level
+            .store(logging::rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let given = lock(&self.session.given);
+        let cursor = request.and_then(|r| r.cursor);
+        let (start, end, next) = page(given.links.len(), cursor.as_deref())?;
+        let mut result = ListResourcesResult::with_all_items(given.links[start..end].to_vec());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let path = lock(&self.session.given).paths.get(&uri).cloned();
+        let shown = || sanitize::clean_capped(&uri, Sink::Line, 300);
+        let Some(path) = path else {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "there is no resource {:?} in this session: only the results this session \
+                     was given as resource links can be read",
+                    shown()
+                ),
+                Some(serde_json::json!({ "uri": uri })),
+            ));
+        };
+        let airlock = self.session.host.tools.borrow().clone();
+        let cap = u64::try_from(airlock.grants().limits().output_bytes)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(4);
+        let read = tokio::task::spawn_blocking(move || match airlock.results() {
+            Some(store) => store.read(&path, cap),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no results directory is configured",
+            )),
+        })
+        .await
+        .map_err(|e| {
+            ErrorData::internal_error(format!("reading the resource failed: {e}"), None)
+        })?;
+        let contents = match read {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => ResourceContents::text(text, uri).with_mime_type(SPILLED_MIME),
+                Err(e) => {
+                    use base64::Engine as _;
+                    let blob = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
+                    ResourceContents::blob(blob, uri).with_mime_type("application/octet-stream")
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ErrorData::resource_not_found(
+                    format!("the resource {:?} no longer exists: {e}", shown()),
+                    Some(serde_json::json!({ "uri": uri })),
+                ));
+            }
+            Err(e) => {
+                return Err(ErrorData::internal_error(
+                    format!("the resource {:?} cannot be read: {e}", shown()),
+                    None,
+                ));
+            }
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn call_tool(
@@ -1202,7 +1390,11 @@ impl ServerHandler for McpServer {
             }
         }
         let session = &self.session;
-        let id = format!("mcp-{}", session.next_id.fetch_add(1, Ordering::Relaxed));
+        let id = format!(
+            "{}-{}",
+            session.id_prefix,
+            session.next_id.fetch_add(1, Ordering::Relaxed)
+        );
         let (tx, rx) = oneshot::channel();
         let progress = context.meta.get_progress_token().map(|token| Progress {
             peer: context.peer.clone(),
@@ -1215,6 +1407,7 @@ impl ServerHandler for McpServer {
             Route {
                 result: tx,
                 progress,
+                peer: context.peer.clone(),
             },
         );
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
@@ -1230,7 +1423,8 @@ impl ServerHandler for McpServer {
                     if session.found_tools(&result) {
                         let _ = context.peer.notify_tool_list_changed().await;
                     }
-                    Ok(mcp_result(result, lists_output_schema).into())
+                    let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
+                    Ok(mcp_result(result, lists_output_schema, spilled).into())
                 }
                 Err(_) => Err(ErrorData::internal_error("the session's executor stopped", None)),
             },
@@ -1244,6 +1438,95 @@ impl ServerHandler for McpServer {
             }
         }
     }
+}
+
+/// MCP logging: a tool's log lines as `notifications/message`, filtered by
+/// the level the session set. The tool's levels map to RFC 5424's as MCP
+/// names them: trace and debug to `debug`, info to `info`, warn to
+/// `warning`, error to `error`.
+mod logging {
+    #![expect(
+        deprecated,
+        reason = "logging is deprecated from protocol 2026-07-28, which this server does not offer"
+    )]
+
+    use crate::tool::{LogEvent, LogLevel};
+    use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+    use rmcp::{Peer, RoleServer};
+
+    /// The level of a session that set none: `info` (a tool's debug and
+    /// trace lines go out only to a session that asked for `debug`).
+    pub(super) const DEFAULT: u8 = 1;
+
+    /// Where `level` ranks among MCP's levels, least severe (0) first.
+    pub(super) fn rank(level: LoggingLevel) -> u8 {
+        match level {
+            LoggingLevel::Debug => 0,
+            LoggingLevel::Info => 1,
+            LoggingLevel::Notice => 2,
+            LoggingLevel::Warning => 3,
+            LoggingLevel::Error => 4,
+            LoggingLevel::Critical => 5,
+            LoggingLevel::Alert => 6,
+            LoggingLevel::Emergency => 7,
+        }
+    }
+
+    /// A tool's level as MCP's.
+    fn mcp_level(level: LogLevel) -> LoggingLevel {
+        match level {
+            LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+            LogLevel::Info => LoggingLevel::Info,
+            LogLevel::Warn => LoggingLevel::Warning,
+            LogLevel::Error => LoggingLevel::Error,
+        }
+    }
+
+    /// The notification for `event`, unless it ranks below `min`.
+    pub(super) fn message(event: &LogEvent, min: u8) -> Option<LoggingMessageNotificationParam> {
+        let level = mcp_level(event.level);
+        (rank(level) >= min).then(|| {
+            LoggingMessageNotificationParam::new(level, event.message.clone().into())
+                .with_logger(event.tool.clone())
+        })
+    }
+
+    /// Sends `event` to `peer` unless it ranks below `min`; returns once
+    /// the transport has it.
+    pub(super) async fn send(peer: &Peer<RoleServer>, event: &LogEvent, min: u8) {
+        if let Some(param) = message(event, min) {
+            let _ = peer.notify_logging_message(param).await;
+        }
+    }
+}
+
+/// `path` (absolute) as a `file:` URI, each byte outside the unreserved
+/// characters and `/` percent-encoded.
+fn file_uri(path: &str) -> String {
+    let mut uri = String::from("file://");
+    for byte in path.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
+}
+
+/// `mcp-` and 12 hex digits, different for every session of every server:
+/// a hash of the process, the time and a count of the sessions started.
+fn unique_prefix() -> String {
+    static SESSIONS: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&std::process::id().to_le_bytes());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    hasher.update(&now.as_nanos().to_le_bytes());
+    hasher.update(&SESSIONS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let hex = hasher.finalize().to_hex();
+    format!("mcp-{}", &hex[..12])
 }
 
 fn cancelled_by_client() -> ErrorData {
@@ -1262,6 +1545,48 @@ fn connection_closed() -> ErrorData {
 mod tests {
     use super::*;
     use crate::descriptor::SafetyFlags;
+
+    /// A tool listed before it was compiled (`Airlock::open`) that then
+    /// fails to load is taken off the list the sessions serve (each is
+    /// then sent `list_changed`).
+    #[cfg(feature = "bundled-tools")]
+    #[tokio::test]
+    async fn a_tool_that_fails_after_it_was_listed_is_taken_off_the_list() {
+        use crate::registry::tests::listing::{listed, setup};
+        let garbage = b"\0asm\x0d\0\x01\0 not a component";
+        let mut broken = crate::engine::snapshot_tests::describe_now("airlock-tool-ls").await;
+        broken.blake3 = blake3::hash(garbage).to_hex().to_string();
+        let s = setup(&[("broken.wasm", garbage)]);
+        let registry = listed(&s, vec![broken]).await;
+        let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
+            .await
+            .unwrap();
+        let host = McpHost::new(airlock);
+        // Nothing else has run on this test's runtime yet: this session
+        // begins before the list is replaced.
+        let early = host.session();
+        assert!(early.tools().get("ls").is_some());
+        let mut tools = host.tools.clone();
+        assert!(tools.borrow_and_update().registry().get("ls").is_some());
+        let replaced = tokio::time::timeout(Duration::from_secs(120), tools.changed()).await;
+        assert!(matches!(replaced, Ok(Ok(()))), "the list was not replaced");
+        assert!(tools.borrow().registry().get("ls").is_none());
+
+        // Initialized after the list was replaced, the early session
+        // serves the new list.
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            if let Ok(running) = early.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(client_io).await.unwrap();
+        let names: Vec<String> = (client.list_all_tools().await.unwrap())
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert!(!names.contains(&"ls".to_string()), "{names:?}");
+    }
 
     #[test]
     fn a_turn_comes_after_every_earlier_one_was_taken_or_given_up() {
@@ -1298,6 +1623,61 @@ mod tests {
             .await
             .expect("the third turn comes")
             .unwrap();
+    }
+
+    #[test]
+    fn log_lines_map_to_rfc_5424_levels_and_are_filtered_by_the_session_level() {
+        use crate::tool::{LogEvent, LogLevel};
+        let line = |level| LogEvent {
+            tool_use_id: "mcp-1".into(),
+            tool: "probe".into(),
+            level,
+            message: "hello".into(),
+        };
+        let sent = |level, min| {
+            logging::message(&line(level), min)
+                .map(|m| serde_json::to_value(m).unwrap())
+                .map(|v| (v["level"].as_str().unwrap().to_owned(), v["logger"].clone()))
+        };
+        let debug = 0;
+        for (level, name) in [
+            (LogLevel::Trace, "debug"),
+            (LogLevel::Debug, "debug"),
+            (LogLevel::Info, "info"),
+            (LogLevel::Warn, "warning"),
+            (LogLevel::Error, "error"),
+        ] {
+            assert_eq!(
+                sent(level, debug),
+                Some((name.to_owned(), serde_json::json!("probe")))
+            );
+        }
+        assert_eq!(sent(LogLevel::Debug, logging::DEFAULT), None);
+        assert_eq!(sent(LogLevel::Trace, logging::DEFAULT), None);
+        assert!(sent(LogLevel::Info, logging::DEFAULT).is_some());
+        let error = 4;
+        assert_eq!(sent(LogLevel::Warn, error), None);
+        assert!(sent(LogLevel::Error, error).is_some());
+    }
+
+    #[test]
+    fn spilled_paths_become_file_uris() {
+        assert_eq!(
+            file_uri("/w/.airlock/results/mcp-1.txt"),
+            "file:///w/.airlock/results/mcp-1.txt"
+        );
+        assert_eq!(file_uri("/a b/%/é"), "file:///a%20b/%25/%C3%A9");
+    }
+
+    #[test]
+    fn every_session_has_its_own_tool_use_ids() {
+        let prefixes: HashSet<String> = (0..1000).map(|_| unique_prefix()).collect();
+        assert_eq!(prefixes.len(), 1000);
+        assert!(
+            prefixes
+                .iter()
+                .all(|p| p.len() == 16 && p.starts_with("mcp-"))
+        );
     }
 
     #[test]
@@ -1353,9 +1733,9 @@ mod tests {
         let mut result = ToolResult::failed("id", "t", crate::CallError::cancelled("unused"));
         result.outcome = Ok(output);
         result.additional_context = vec!["from a hook".into()];
-        let unlisted = mcp_result(result.clone(), false);
+        let unlisted = mcp_result(result.clone(), false, None);
         assert_eq!(unlisted.structured_content, None, "no output schema listed");
-        let ok = mcp_result(result, true);
+        let ok = mcp_result(result, true, None);
         assert_eq!(ok.is_error, Some(false));
         assert_eq!(ok.structured_content, Some(serde_json::json!({"n": 1})));
         let texts: Vec<String> = ok
@@ -1373,7 +1753,7 @@ mod tests {
             structured: Some(serde_json::json!({"n": 2})),
             ..crate::tool::ToolOutput::default()
         });
-        let bare = mcp_result(bare, false);
+        let bare = mcp_result(bare, false, None);
         assert_eq!(
             bare.content[0].as_text().map(|t| t.text.as_str()),
             Some(r#"{"n":2}"#),
@@ -1382,6 +1762,7 @@ mod tests {
         let failed = mcp_result(
             ToolResult::failed("id", "t", crate::CallError::cancelled("stopped")),
             true,
+            None,
         );
         assert_eq!(failed.is_error, Some(true));
     }

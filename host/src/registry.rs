@@ -9,11 +9,17 @@
 //!
 //! A tool that fails to load is not an error for the registry: it is kept
 //! in [`Registry::failures`] with the reason, so a front end can show it.
+//!
+//! [`Registry::list`] does not wait for compiles it can do without: a
+//! bundled tool (known by the digest of its bytes to the build's snapshot)
+//! is listed from the snapshot and compiled in the background;
+//! [`Registry::settled`] waits for those compiles and gives the registry
+//! they leave when one described itself otherwise or failed.
 
 use crate::approvals::Approvals;
 use crate::config::{Config, ToolSearchMode};
 use crate::descriptor::Descriptor;
-use crate::engine::{Engine, WasmTool};
+use crate::engine::{Engine, Settled, Snapshot, WasmTool};
 use crate::error::LoadError;
 use crate::grants::{Grants, ToolGrants};
 use crate::host_files::{self, Links};
@@ -34,6 +40,9 @@ struct Loaded {
     output_validator: Option<Arc<jsonschema::Validator>>,
     /// Imports that need a network grant.
     network_imports: Vec<String>,
+    /// The same tool, when it was listed from the bundled snapshot and
+    /// may not be compiled yet.
+    listed: Option<Arc<WasmTool>>,
 }
 
 /// A registered tool, with what the host keeps about it.
@@ -99,7 +108,13 @@ pub struct Registry {
     failures: Vec<LoadFailure>,
     /// The MCP servers behind the loaded tools, for the next load to reuse.
     servers: Servers,
+    /// The background compiles of the tools listed from the snapshot; done
+    /// when all are.
+    compiling: Option<Compiling>,
 }
+
+/// Background compiles, awaited by any number of registries.
+type Compiling = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
 
 /// The MCP servers a load started.
 #[cfg(feature = "mcp-client")]
@@ -144,6 +159,93 @@ impl Registry {
     /// started, and the ones no longer configured stop when the last
     /// registry holding their tools is dropped.
     pub async fn load_again(&self, engine: &Engine, grants: &Grants) -> Registry {
+        self.gather(engine, grants, None).await
+    }
+
+    /// Loads like [`Registry::load`], but returns without compiling the
+    /// components the bundled snapshot describes (the bundled tools, unless
+    /// the artifact cache already lists them): they are listed as the
+    /// snapshot says and compiled in the background, a few at a time; a
+    /// use of one that comes first waits for its compile. When one
+    /// describes itself otherwise than listed, or fails, its uses fail
+    /// with the reason, and [`Registry::settled`] gives the registry to
+    /// use instead.
+    pub async fn list(engine: &Engine, grants: &Grants) -> Registry {
+        Registry::list_from(engine, grants, Snapshot::bundled()).await
+    }
+
+    /// [`Registry::list`] with the descriptors of `snapshot`.
+    pub(crate) async fn list_from(
+        engine: &Engine,
+        grants: &Grants,
+        snapshot: Arc<Snapshot>,
+    ) -> Registry {
+        Registry::new().gather(engine, grants, Some(snapshot)).await
+    }
+
+    /// Waits until every tool listed from the bundled snapshot is compiled
+    /// (see [`Registry::list`]); `None` when each described itself as
+    /// listed, else the same registry under `grants` with each that
+    /// described itself otherwise listed as it did, and each that failed
+    /// moved to [`Registry::failures`].
+    pub async fn settled(&self, grants: &Grants) -> Option<Registry> {
+        if let Some(compiling) = &self.compiling {
+            compiling.clone().await;
+        }
+        let mut changed = false;
+        let mut loaded = Vec::with_capacity(self.loaded.len());
+        let mut load_failures = self.load_failures.clone();
+        for l in &self.loaded {
+            let Some(listed) = &l.listed else {
+                loaded.push(l.clone());
+                continue;
+            };
+            let origin = listed.origin().clone();
+            let name = Some(listed.descriptor().name.clone());
+            match listed.settle().await {
+                Settled::AsListed => loaded.push(l.clone()),
+                Settled::Differs(tool) => {
+                    changed = true;
+                    let network_imports = tool.network_imports().map(String::from).collect();
+                    let tool: Arc<WasmTool> = Arc::from(tool);
+                    match prepare(tool, network_imports) {
+                        Ok(l) => loaded.push(Arc::new(l)),
+                        Err(error) => load_failures.push(LoadFailure {
+                            origin,
+                            tool: name,
+                            error,
+                        }),
+                    }
+                }
+                Settled::Failed(error) => {
+                    changed = true;
+                    load_failures.push(LoadFailure {
+                        origin,
+                        tool: name,
+                        error,
+                    });
+                }
+            }
+        }
+        if !changed {
+            return None;
+        }
+        let mut registry = Registry {
+            loaded,
+            load_failures,
+            servers: self.servers.clone(),
+            ..Registry::default()
+        };
+        registry.grant(grants);
+        Some(registry)
+    }
+
+    async fn gather(
+        &self,
+        engine: &Engine,
+        grants: &Grants,
+        snapshot: Option<Arc<Snapshot>>,
+    ) -> Registry {
         let config = grants.config();
         let mut sources: Vec<(ToolOrigin, ComponentBytes)> = Vec::new();
         if config.bundled_tools {
@@ -186,16 +288,20 @@ impl Registry {
         let budget_mib = LOAD_BUDGET_MIB.max(engine.limits().component_bytes.div_ceil(1 << 20));
         let budget = Arc::new(tokio::sync::Semaphore::new(budget_mib as usize));
         let mut tasks = tokio::task::JoinSet::new();
+        let room = move |bytes: &[u8]| (bytes.len() as u64).div_ceil(1 << 20).clamp(1, budget_mib);
         for (i, (origin, bytes)) in sources.into_iter().enumerate() {
             let engine = engine.clone();
             let (parallel, budget) = (parallel.clone(), budget.clone());
+            let snapshot = snapshot.clone();
             tasks.spawn(async move {
                 let loaded = match bytes {
                     Ok(bytes) => {
-                        let mib = (bytes.len() as u64).div_ceil(1 << 20).clamp(1, budget_mib);
                         let _turn = parallel.acquire_owned().await;
-                        let _room = budget.acquire_many_owned(mib as u32).await;
-                        WasmTool::load(&engine, bytes, origin.clone()).await
+                        let _room = budget.acquire_many_owned(room(&bytes) as u32).await;
+                        match &snapshot {
+                            Some(s) => WasmTool::list_from(&engine, bytes, origin.clone(), s).await,
+                            None => WasmTool::load(&engine, bytes, origin.clone()).await,
+                        }
                     }
                     Err(e) => Err(e),
                 };
@@ -226,18 +332,29 @@ impl Registry {
                 error,
             });
         }
+        let mut listed = Vec::new();
         let components = results.into_iter().map(|(_, origin, result)| {
             let tool = result.map(|tool| {
                 let network_imports = tool.network_imports().map(String::from).collect();
-                (Arc::new(tool) as Arc<dyn Tool>, network_imports)
+                let tool = Arc::new(tool);
+                let pending = tool.is_listed_from_snapshot().then(|| tool.clone());
+                (tool as Arc<dyn Tool>, network_imports, pending)
             });
             (origin, tool)
         });
         let servers = mounted
             .into_iter()
-            .map(|tool| (tool.origin().clone(), Ok((tool, Vec::new()))));
+            .map(|tool| (tool.origin().clone(), Ok((tool, Vec::new(), None))));
         for (origin, tool) in components.chain(servers) {
-            match tool.and_then(|(tool, network_imports)| prepare(tool, network_imports)) {
+            let prepared = tool.and_then(|(tool, network_imports, pending)| {
+                let mut l = prepare(tool, network_imports)?;
+                if let Some(pending) = pending {
+                    listed.push(pending.clone());
+                    l.listed = Some(pending);
+                }
+                Ok(l)
+            });
+            match prepared {
                 Ok(l) => loaded.push(Arc::new(l)),
                 Err(error) => load_failures.push(LoadFailure {
                     origin,
@@ -255,6 +372,7 @@ impl Registry {
             loaded,
             load_failures,
             servers: running,
+            compiling: compile_in_background(listed, parallel, budget, room),
             ..Registry::default()
         };
         registry.grant(grants);
@@ -274,6 +392,7 @@ impl Registry {
             loaded: self.loaded.clone(),
             load_failures: self.load_failures.clone(),
             servers: self.servers.clone(),
+            compiling: self.compiling.clone(),
             ..Registry::default()
         };
         registry.grant(grants);
@@ -522,6 +641,7 @@ impl Registry {
             index: HashMap::new(),
             failures: self.failures.clone(),
             servers: self.servers.clone(),
+            compiling: self.compiling.clone(),
         };
         view.reindex();
         view.settle_search();
@@ -594,8 +714,45 @@ fn prepare(tool: Arc<dyn Tool>, network_imports: Vec<String>) -> Result<Loaded, 
         input_validator: Arc::new(input_validator),
         output_validator: output_validator.map(Arc::new),
         network_imports,
+        listed: None,
         tool,
     })
+}
+
+/// Compiles the tools `listed` from the snapshot in the background, within
+/// the same bounds as a load (`parallel` at once, `room` MiB each of the
+/// `budget`); `None` when there are none.
+fn compile_in_background(
+    listed: Vec<Arc<WasmTool>>,
+    parallel: Arc<tokio::sync::Semaphore>,
+    budget: Arc<tokio::sync::Semaphore>,
+    room: impl Fn(&[u8]) -> u64,
+) -> Option<Compiling> {
+    use futures::FutureExt;
+    if listed.is_empty() {
+        return None;
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for tool in listed {
+        let mib = room(tool.bytes()) as u32;
+        let (parallel, budget) = (parallel.clone(), budget.clone());
+        tasks.spawn(async move {
+            let _turn = parallel.acquire_owned().await;
+            let _room = budget.acquire_many_owned(mib).await;
+            let _ = tool.settle().await;
+        });
+    }
+    let all = tokio::spawn(async move {
+        while let Some(joined) = tasks.join_next().await {
+            if let Err(e) = joined {
+                tracing::error!("a background compile failed: {e}");
+            }
+        }
+    });
+    let done = async move {
+        let _ = all.await;
+    };
+    Some(done.boxed().shared())
 }
 
 /// The error for a tool that imports `wasi:http` without a network grant
@@ -867,7 +1024,7 @@ fn read_component(path: &Path, limit: u64) -> Result<Arc<[u8]>, LoadError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -876,5 +1033,171 @@ mod tests {
         assert!(compile_schema(&json!({"type": "object", "$defs": {"a": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a"}}})).is_ok());
         let err = compile_schema(&json!({"type": "object", "properties": {"x": {"$ref": "https://evil.example/s.json"}}})).unwrap_err();
         assert!(err.contains("evil.example"), "{err}");
+    }
+
+    /// Tools listed from a snapshot before they are compiled.
+    #[cfg(feature = "bundled-tools")]
+    pub(crate) mod listing {
+        use super::*;
+        use crate::Airlock;
+        use crate::engine::snapshot_tests::describe_now;
+        use crate::engine::{Described, Snapshot};
+        use crate::pipeline::ToolUse;
+        use crate::pipeline::permissions::PermissionMode;
+
+        /// A workspace holding `a.txt`, a tool directory holding `files`,
+        /// and an empty artifact cache.
+        pub(crate) struct Setup {
+            pub(crate) tmp: tempfile::TempDir,
+            pub(crate) grants: Arc<Grants>,
+            pub(crate) engine: Engine,
+        }
+
+        pub(crate) fn setup(files: &[(&str, &[u8])]) -> Setup {
+            let tmp = tempfile::tempdir().unwrap();
+            let (ws, tools) = (tmp.path().join("ws"), tmp.path().join("tools"));
+            std::fs::create_dir(&ws).unwrap();
+            std::fs::write(ws.join("a.txt"), "hello").unwrap();
+            std::fs::create_dir(&tools).unwrap();
+            for (name, bytes) in files {
+                std::fs::write(tools.join(name), bytes).unwrap();
+            }
+            let mut config = Config {
+                workspace: Some(ws),
+                tool_dirs: Some(vec![tools]),
+                bundled_tools: false,
+                cache_dir: Some(tmp.path().join("cache")),
+                approvals: Some(tmp.path().join("approved.json")),
+                ..Config::default()
+            };
+            config.permissions.default_mode = PermissionMode::BypassPermissions;
+            let grants = Arc::new(Grants::from_config(&config).unwrap());
+            let engine = Engine::from_config(&config).unwrap();
+            Setup {
+                tmp,
+                grants,
+                engine,
+            }
+        }
+
+        pub(crate) fn ls_bytes() -> &'static [u8] {
+            crate::bundled::BUNDLED
+                .iter()
+                .find(|(p, _)| *p == "airlock-tool-ls")
+                .map(|(_, bytes)| *bytes)
+                .unwrap()
+        }
+
+        /// The compiled components in the artifact cache.
+        fn artifacts(s: &Setup) -> usize {
+            std::fs::read_dir(s.tmp.path().join("cache"))
+                .unwrap()
+                .filter(|e| {
+                    let path = e.as_ref().unwrap().path();
+                    path.extension().is_some_and(|x| x == "cwasm")
+                })
+                .count()
+        }
+
+        pub(crate) async fn listed(s: &Setup, entries: Vec<Described>) -> Registry {
+            let snapshot = Arc::new(Snapshot::of(entries));
+            Registry::list_from(&s.engine, &s.grants, snapshot).await
+        }
+
+        async fn ls_in(airlock: &Airlock) -> Result<String, String> {
+            let mut cx = airlock.context();
+            let call = ToolUse::new("toolu_1", "ls", json!({}));
+            let result = airlock.call(&mut cx, call).await;
+            result
+                .outcome
+                .map(|out| out.text_content())
+                .map_err(|e| e.message)
+        }
+
+        #[tokio::test]
+        async fn a_tool_in_the_snapshot_is_listed_at_once_and_compiled_in_the_background() {
+            let described = describe_now("airlock-tool-ls").await;
+            let s = setup(&[("ls.wasm", ls_bytes())]);
+            let registry = listed(&s, vec![described.clone()]).await;
+            assert_eq!(
+                registry.get("ls").unwrap().descriptor(),
+                &described.descriptor
+            );
+            let pending = registry.loaded[0].listed.clone();
+            assert!(pending.is_some(), "listed from the snapshot");
+            assert!(registry.settled(&s.grants).await.is_none(), "as listed");
+            assert!(pending.unwrap().is_ready(), "compiled in the background");
+            assert_eq!(artifacts(&s), 1, "and cached");
+            let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
+                .await
+                .unwrap();
+            assert!(ls_in(&airlock).await.unwrap().contains("a.txt"));
+        }
+
+        #[tokio::test]
+        async fn a_stale_entry_is_not_used_and_the_tool_is_compiled_first() {
+            let described = describe_now("airlock-tool-ls").await;
+            let mut stale = described.clone();
+            stale.blake3 = blake3::hash(b"an older build").to_hex().to_string();
+            stale.descriptor.description = "what an older build said".into();
+            let s = setup(&[("ls.wasm", ls_bytes())]);
+            let registry = listed(&s, vec![stale]).await;
+            assert!(registry.loaded[0].listed.is_none(), "compiled at load");
+            assert_eq!(
+                artifacts(&s),
+                1,
+                "compiled before the registry was returned"
+            );
+            assert_eq!(
+                registry.get("ls").unwrap().descriptor(),
+                &described.descriptor
+            );
+            assert!(registry.settled(&s.grants).await.is_none());
+        }
+
+        #[tokio::test]
+        async fn a_tool_that_describes_itself_otherwise_is_listed_as_it_does() {
+            let described = describe_now("airlock-tool-ls").await;
+            let mut differs = described.clone();
+            differs.descriptor.description = "what an older build said".into();
+            let s = setup(&[("ls.wasm", ls_bytes())]);
+            let registry = listed(&s, vec![differs]).await;
+            let listed_as = registry.get("ls").unwrap().descriptor().description.clone();
+            assert_eq!(listed_as, "what an older build said");
+            let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
+                .await
+                .unwrap();
+            let refused = ls_in(&airlock).await.unwrap_err();
+            assert!(refused.contains("describes itself otherwise"), "{refused}");
+            let settled = airlock.settled().await.expect("listed anew");
+            let entry = settled.registry().get("ls").unwrap();
+            assert_eq!(entry.descriptor(), &described.descriptor);
+            assert!(ls_in(&settled).await.unwrap().contains("a.txt"));
+        }
+
+        #[tokio::test]
+        async fn a_tool_that_fails_in_the_background_is_dropped_and_its_calls_get_the_error() {
+            let garbage = b"\0asm\x0d\0\x01\0 not a component";
+            let mut broken = describe_now("airlock-tool-ls").await;
+            broken.blake3 = blake3::hash(garbage).to_hex().to_string();
+            let s = setup(&[("broken.wasm", garbage)]);
+            let registry = listed(&s, vec![broken.clone()]).await;
+            assert!(registry.get("ls").is_some(), "listed from the snapshot");
+            let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
+                .await
+                .unwrap();
+            let error = ls_in(&airlock).await.unwrap_err();
+            assert!(error.contains("could not be loaded"), "{error}");
+            let settled = airlock.settled().await.expect("listed anew");
+            assert!(settled.registry().get("ls").is_none());
+            let failure = &settled.registry().failures()[0];
+            assert_eq!(failure.tool.as_deref(), Some("ls"));
+            assert!(matches!(failure.error, LoadError::Compile(_)), "{failure}");
+
+            // The failure is remembered: the next start does not list it.
+            let again = listed(&s, vec![broken]).await;
+            assert!(again.get("ls").is_none());
+            assert!(matches!(again.failures()[0].error, LoadError::Compile(_)));
+        }
     }
 }

@@ -314,29 +314,91 @@ pub struct ProgressEvent {
     pub fraction: Option<f32>,
 }
 
-/// Where a call's progress goes. Sending never blocks: when the receiver
-/// falls behind, updates are dropped (progress is a hint, not a record).
+/// How severe a tool's log line is (the levels of `airlock:tool/host`'s
+/// `log`), least severe first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    /// Fine detail.
+    Trace,
+    /// For debugging.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something unexpected that the tool worked around.
+    Warn,
+    /// A failure.
+    Error,
+}
+
+/// A line a running call logged (a tool's `log`), its text sanitised and
+/// capped by the host. The host's own log gets the line too.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogEvent {
+    /// The tool use it belongs to.
+    pub tool_use_id: String,
+    /// The tool that logged it.
+    pub tool: String,
+    /// How severe it is.
+    pub level: LogLevel,
+    /// The line.
+    pub message: String,
+}
+
+/// Where a call's progress goes, and its log lines when a receiver asked
+/// for them ([`ProgressSink::with_logs`]). Sending never blocks: when the
+/// receiver falls behind, updates are dropped (progress is a hint, not a
+/// record; log lines are in the host's log as well).
 #[derive(Clone, Debug, Default)]
 pub struct ProgressSink {
     tx: Option<mpsc::Sender<ProgressEvent>>,
+    logs: Option<mpsc::Sender<LogEvent>>,
 }
 
 impl ProgressSink {
     /// A sink that drops everything.
     pub fn none() -> Self {
-        ProgressSink { tx: None }
+        ProgressSink::default()
     }
 
     /// A sink and its receiver, holding up to `capacity` pending events.
+    /// Log lines are not kept (see [`ProgressSink::with_logs`]).
     pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<ProgressEvent>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (ProgressSink { tx: Some(tx) }, rx)
+        (
+            ProgressSink {
+                tx: Some(tx),
+                logs: None,
+            },
+            rx,
+        )
+    }
+
+    /// This sink, also sending the call's log lines to the returned
+    /// receiver, which holds up to `capacity` pending lines.
+    pub fn with_logs(self, capacity: usize) -> (Self, mpsc::Receiver<LogEvent>) {
+        let (logs, rx) = mpsc::channel(capacity.max(1));
+        (
+            ProgressSink {
+                logs: Some(logs),
+                ..self
+            },
+            rx,
+        )
     }
 
     /// Sends an event, or drops it when the receiver is behind or gone.
     pub fn send(&self, event: ProgressEvent) {
         if let Some(tx) = &self.tx {
             let _ = tx.try_send(event);
+        }
+    }
+
+    /// Sends a log line, or drops it when no receiver asked for log lines,
+    /// or it is behind or gone.
+    pub fn log(&self, event: LogEvent) {
+        if let Some(logs) = &self.logs {
+            let _ = logs.try_send(event);
         }
     }
 }

@@ -11,6 +11,9 @@
 #[path = "support/python.rs"]
 mod support;
 
+#[path = "support/guests.rs"]
+mod guests;
+
 use airlock_host::bundled::BUNDLED;
 use std::collections::HashMap;
 use std::path::Path;
@@ -931,4 +934,114 @@ fn changed_code_is_offered_for_approval_over_elicitation() {
         &[&workspace.path().canonicalize().unwrap(), tool_dir.path()],
     );
     assert!(out.contains("approve ok"), "{out}");
+}
+
+/// A tool directory holding the `logger` test guest (it logs the lines it
+/// is given), and a workspace with `a.txt` and `big.txt` (20000 lines, too
+/// large for `read` to return whole).
+fn logger_and_big_workspace() -> (tempfile::TempDir, tempfile::TempDir) {
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        guests::test_guest("airlock-test-logger"),
+        tools.path().join("logger.wasm"),
+    )
+    .unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("a.txt"), "hello mcp\n").unwrap();
+    let big: String = (1..=20_000).map(|k| format!("line-{k}\n")).collect();
+    std::fs::write(workspace.path().join("big.txt"), big).unwrap();
+    (tools, workspace)
+}
+
+/// Logging and resources through the Python SDK, over stdio and HTTP
+/// (`tests/mcp/logging_resources.py`): a tool's log lines filtered by the
+/// session's level, a spilled result listed and read back whole, every
+/// other URI -32002.
+#[test]
+fn log_lines_and_spilled_results_reach_the_python_sdk() {
+    let (tools, workspace) = logger_and_big_workspace();
+    let out = python_client(
+        "logging_resources.py",
+        &[&workspace.path().canonicalize().unwrap(), tools.path()],
+    );
+    println!("{out}");
+}
+
+/// Every log line a call lets through comes before the call's reply, in
+/// the order the tool logged them, filtered by the session's level (`info`
+/// until it sets one), its level named as RFC 5424 does and its logger the
+/// tool; nothing of the call comes after its reply.
+#[test]
+fn a_calls_log_lines_come_before_its_reply_in_order_at_the_sessions_level() {
+    let home = tempfile::tempdir().unwrap();
+    let (tools, _workspace) = logger_and_big_workspace();
+    let dir = tools.path().to_str().unwrap();
+    let mut server = RawStdio::start(home.path(), &["--no-bundled", "--tools", dir], "{}");
+    let lines: Vec<serde_json::Value> = ["trace", "debug", "info", "warn", "error"]
+        .iter()
+        .cycle()
+        .take(40)
+        .enumerate()
+        .map(|(i, level)| serde_json::json!({"level": level, "message": format!("{level} {i}")}))
+        .collect();
+    // The messages up to the reply to `id`: (level, text) of each log line.
+    let until_reply = |server: &mut RawStdio, id: u64| -> Vec<(String, String)> {
+        let mut logged = Vec::new();
+        loop {
+            let message = server.next();
+            if message["id"] == id && message.get("method").is_none() {
+                assert!(message.get("error").is_none(), "{message}");
+                return logged;
+            }
+            if message["method"] == "notifications/message" {
+                let params = &message["params"];
+                assert_eq!(params["logger"], "logger", "{message}");
+                logged.push((
+                    params["level"].as_str().unwrap().to_owned(),
+                    params["data"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    };
+    let expected = |min: usize| -> Vec<(String, String)> {
+        let rfc = ["debug", "debug", "info", "warning", "error"];
+        let rank = [0, 0, 1, 3, 4];
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| rank[i % 5] >= min)
+            .map(|(i, l)| {
+                (
+                    rfc[i % 5].to_owned(),
+                    l["message"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let call = serde_json::json!({"lines": lines});
+    server.send(&call_line(1, "logger", call.clone()));
+    assert_eq!(until_reply(&mut server, 1), expected(1), "info and above");
+    server
+        .send(r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}"#);
+    assert!(until_reply(&mut server, 2).is_empty());
+    for id in 3..23 {
+        server.send(&call_line(id, "logger", call.clone()));
+        assert_eq!(until_reply(&mut server, id), expected(0), "call {id}");
+    }
+    server.send(
+        r#"{"jsonrpc":"2.0","id":23,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+    );
+    until_reply(&mut server, 23);
+    server.send(&call_line(24, "logger", call));
+    assert_eq!(
+        until_reply(&mut server, 24),
+        expected(3),
+        "warning and above"
+    );
+    server.send(r#"{"jsonrpc":"2.0","id":25,"method":"ping"}"#);
+    let next = server.next();
+    assert_eq!(
+        next["id"], 25,
+        "nothing of the call after its reply: {next}"
+    );
 }

@@ -1,6 +1,7 @@
 //! The streaming executor: scheduling properties over random batches
-//! (proptest), sibling abort, and the user's interrupt mid-stream with both
-//! interrupt behaviours on real components.
+//! (proptest), sibling abort, the user's interrupt mid-stream with both
+//! interrupt behaviours on real components, and a tool's log lines before
+//! its result.
 
 use airlock_host::descriptor::{InterruptBehavior, SafetyFlags};
 use airlock_host::pipeline::permissions::PermissionMode;
@@ -409,4 +410,72 @@ async fn a_refresh_gives_later_uses_the_new_tools() {
         cx.tools().get("writer").is_some(),
         "the context sees them too"
     );
+}
+
+/// A tool's log lines come out as `Log` events (sanitised, with its level
+/// and name) in the order it logged them, every one before its use's
+/// result, in a batch and in a session, with uses running side by side.
+#[tokio::test]
+async fn log_lines_come_out_in_order_before_their_uses_result() {
+    use airlock_host::Executor;
+    use airlock_host::tool::LogLevel;
+    use std::collections::{HashMap, HashSet};
+    let (airlock, _dir) = with_component(guests::LOGGER, config()).await;
+    let levels = [
+        ("trace", LogLevel::Trace),
+        ("debug", LogLevel::Debug),
+        ("info", LogLevel::Info),
+        ("warn", LogLevel::Warn),
+        ("error", LogLevel::Error),
+    ];
+    let lines: Vec<_> = (0..50)
+        .map(|i| json!({"level": levels[i % 5].0, "message": format!("line {i}\u{1b}[31m!")}))
+        .collect();
+    for session in [false, true] {
+        let cx = airlock.context();
+        let mut executor = if session {
+            Executor::session(airlock.clone(), cx)
+        } else {
+            airlock.executor(cx)
+        };
+        for k in 0..8 {
+            executor.add(ToolUse::new(
+                format!("u{k}"),
+                "logger",
+                json!({"lines": lines}),
+            ));
+        }
+        executor.close();
+        let mut logged: HashMap<String, Vec<_>> = HashMap::new();
+        let mut done = HashSet::new();
+        while let Some(event) = executor.next().await {
+            match event {
+                ExecutorEvent::Log(line) => {
+                    assert!(
+                        !done.contains(&line.tool_use_id),
+                        "a line after its result: {line:?}"
+                    );
+                    logged
+                        .entry(line.tool_use_id.clone())
+                        .or_default()
+                        .push(line);
+                }
+                ExecutorEvent::Result(r) => {
+                    assert!(!r.is_error(), "{}", r.text());
+                    let got = logged.remove(&r.id).unwrap_or_default();
+                    assert_eq!(got.len(), 50, "session {session}, {}", r.id);
+                    for (i, line) in got.iter().enumerate() {
+                        assert_eq!(line.message, format!("line {i}!"));
+                        assert_eq!(
+                            (line.tool.as_str(), line.level),
+                            ("logger", levels[i % 5].1)
+                        );
+                    }
+                    done.insert(r.id.clone());
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(done.len(), 8, "session {session}");
+    }
 }

@@ -216,7 +216,7 @@ async fn demo() -> anyhow::Result<bool> {
                 ExecutorEvent::Finished { tool_use_id, at } => {
                     spans.entry(tool_use_id).or_insert((at, at)).1 = at;
                 }
-                ExecutorEvent::Queued { .. } => {}
+                ExecutorEvent::Queued { .. } | ExecutorEvent::Log(_) => {}
                 ExecutorEvent::Result(result) => {
                     let step = &turn.steps[i];
                     i += 1;

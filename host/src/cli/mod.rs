@@ -325,17 +325,24 @@ async fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let airlock = match Airlock::new(config).await {
+    #[cfg(feature = "mcp")]
+    let serves_mcp = matches!(cli.command, Command::Mcp { .. });
+    #[cfg(not(feature = "mcp"))]
+    let serves_mcp = false;
+    // A server answers its client at once: the bundled tools are listed
+    // from this build's record of them and compiled in the background.
+    let opened = if serves_mcp {
+        Airlock::open(config).await
+    } else {
+        Airlock::new(config).await
+    };
+    let airlock = match opened {
         Ok(a) => a,
         Err(e) => {
             eprintln!("airlock: {e:#}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    #[cfg(feature = "mcp")]
-    let serves_mcp = matches!(cli.command, Command::Mcp { .. });
-    #[cfg(not(feature = "mcp"))]
-    let serves_mcp = false;
     let prompter: Arc<dyn PermissionPrompter> = if cli.yes {
         Arc::new(AllowPrompter)
     } else if serves_mcp {

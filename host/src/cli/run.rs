@@ -108,6 +108,8 @@ fn print_event(
             eprintln!("{}", super::render::progress_line(p));
             true
         }
+        // Already in the host's log (stderr, at the level `-v` or `AIRLOCK_LOG` asks).
+        ExecutorEvent::Log(_) => true,
         ExecutorEvent::Queued { tool_use_id, at }
         | ExecutorEvent::Started { tool_use_id, at }
         | ExecutorEvent::Finished { tool_use_id, at } => {

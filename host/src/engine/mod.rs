@@ -1,8 +1,9 @@
 //! The engine: wasmtime configured for untrusted tools, the epoch ticker
 //! that bounds their time, the one linker every tool shares, the pool of
 //! preallocated instance slots and the admission queue in front of it, the
-//! compiled-artifact cache, and the [`WasmTool`] adapter that puts a
-//! component behind the [`crate::Tool`] trait.
+//! compiled-artifact cache, the bundled tools' descriptors recorded at build
+//! time (`snapshot`), and the [`WasmTool`] adapter that puts a component
+//! behind the [`crate::Tool`] trait.
 //!
 //! Invariants this module keeps:
 //! - a store is only created holding an admission permit, and the permits
@@ -27,11 +28,18 @@ mod linker;
 mod net;
 mod pipe;
 mod run;
+mod snapshot;
 mod state;
 mod wasm_hook;
 mod wasm_tool;
 
+#[cfg(test)]
+pub(crate) use snapshot::Described;
+pub(crate) use snapshot::Snapshot;
+#[cfg(all(test, feature = "bundled-tools"))]
+pub(crate) use snapshot::tests as snapshot_tests;
 pub use wasm_hook::{HookAnswer, WasmHook};
+pub(crate) use wasm_tool::Settled;
 pub use wasm_tool::WasmTool;
 
 use crate::config::{Config, Limits};

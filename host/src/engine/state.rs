@@ -4,7 +4,9 @@
 //! services behind the `airlock:tool/host` imports.
 //!
 //! Every host import here is cheap and bounded: progress is dropped when
-//! the receiver lags, logs stop after a budget, text is sanitised and capped.
+//! the receiver lags, logs stop after a budget (each line goes to the
+//! host's log and, as a [`LogEvent`], to the call's sink), text is
+//! sanitised and capped.
 
 use super::Slot;
 use super::bindings::airlock::tool::{host, types};
@@ -14,7 +16,7 @@ use super::pipe::CappedPipe;
 use crate::config::Limits;
 use crate::grants::{CallMount, normalize_guest, stamp_in};
 use crate::sanitize::{self, Sink};
-use crate::tool::{ProgressEvent, ProgressSink, ReadFiles};
+use crate::tool::{LogEvent, LogLevel, ProgressEvent, ProgressSink, ReadFiles};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
@@ -190,13 +192,34 @@ impl host::Host for HostState {
             return Ok(());
         }
         let message = sanitize::clean_capped(&message, Sink::Log, 4096);
-        match level {
-            host::LogLevel::Trace => tracing::trace!(tool, "{message}"),
-            host::LogLevel::Debug => tracing::debug!(tool, "{message}"),
-            host::LogLevel::Info => tracing::info!(tool, "{message}"),
-            host::LogLevel::Warn => tracing::warn!(tool, "{message}"),
-            host::LogLevel::Error => tracing::error!(tool, "{message}"),
-        }
+        let level = match level {
+            host::LogLevel::Trace => {
+                tracing::trace!(tool, "{message}");
+                LogLevel::Trace
+            }
+            host::LogLevel::Debug => {
+                tracing::debug!(tool, "{message}");
+                LogLevel::Debug
+            }
+            host::LogLevel::Info => {
+                tracing::info!(tool, "{message}");
+                LogLevel::Info
+            }
+            host::LogLevel::Warn => {
+                tracing::warn!(tool, "{message}");
+                LogLevel::Warn
+            }
+            host::LogLevel::Error => {
+                tracing::error!(tool, "{message}");
+                LogLevel::Error
+            }
+        };
+        self.io.progress.log(LogEvent {
+            tool_use_id: self.io.tool_use_id.clone(),
+            tool: tool.to_owned(),
+            level,
+            message,
+        });
         Ok(())
     }
 

@@ -4,7 +4,12 @@
 //! allowlist, pre-instantiates it (bindgen's `ToolComponentPre`) and asks it
 //! to describe itself in a store with nothing granted; what it learns goes
 //! into the artifact cache. A tool the cache already knows is listed from
-//! the cache's record and loaded on its first use. Each tool use then
+//! the cache's record and loaded on its first use. A tool the bundled
+//! snapshot knows (`snapshot.rs`) can be listed from it before it is
+//! compiled ([`WasmTool::list_from`]): it is then compiled and described before
+//! its first use, and a use that comes first waits; if it describes itself
+//! otherwise than it was listed, or fails, its uses fail with the reason
+//! and [`WasmTool::settle`] says so. Each tool use then
 //! gets at most two fresh stores: one for the preflight exports (`classify`,
 //! `validate`, `check-permissions`, those the descriptor declares; nothing
 //! granted, kept in the invocation's scratch slot between them; none for a
@@ -16,6 +21,7 @@
 use super::bindings::{self, ToolComponent, ToolComponentPre};
 use super::linker::{self, Needs};
 use super::run::{GuestCall, StoreSpec, arm, guard, instantiate, settle, write_limit};
+use super::snapshot::Snapshot;
 use super::state::{CallIo, HostState};
 use super::{Engine, SlotKind};
 use crate::descriptor::{Descriptor, InterruptBehavior, SafetyFlags};
@@ -46,9 +52,36 @@ pub struct WasmTool {
     /// The component's key in the artifact cache, when it was listed from
     /// there (so the first use does not hash the bytes again).
     cache_key: Option<String>,
+    /// Whether the descriptor and imports came from the bundled snapshot
+    /// and have yet to be confirmed by the component itself.
+    listed: bool,
     /// The pre-instantiated component: set at load when the tool was
-    /// compiled then, else on first use (from the artifact cache).
-    pre: OnceCell<Result<ToolComponentPre<HostState>, LoadError>>,
+    /// compiled then, else on first use (from the artifact cache), or in
+    /// the background for a tool listed from the snapshot.
+    pre: OnceCell<Ready>,
+}
+
+/// What loading a component that was not loaded when it was listed gave.
+enum Ready {
+    /// Pre-instantiated, as listed.
+    Pre(ToolComponentPre<HostState>),
+    /// Pre-instantiated, but it describes itself otherwise than the
+    /// snapshot it was listed from: the tool as it describes itself.
+    Differs(Box<WasmTool>),
+    /// It could not be loaded, or its `describe` failed.
+    Failed(LoadError),
+}
+
+/// What loading a tool listed from the bundled snapshot showed
+/// ([`WasmTool::settle`]).
+pub(crate) enum Settled {
+    /// It describes itself as it was listed (or it was not listed from the
+    /// snapshot).
+    AsListed,
+    /// It describes itself otherwise: the tool to list instead, loaded.
+    Differs(Box<WasmTool>),
+    /// It failed to load, and why.
+    Failed(LoadError),
 }
 
 impl std::fmt::Debug for WasmTool {
@@ -56,7 +89,7 @@ impl std::fmt::Debug for WasmTool {
         f.debug_struct("WasmTool")
             .field("name", &self.name)
             .field("origin", &self.origin)
-            .field("ready", &self.pre.initialized())
+            .field("ready", &self.is_ready())
             .finish_non_exhaustive()
     }
 }
@@ -90,15 +123,63 @@ impl WasmTool {
         }
         let loaded = WasmTool::compile(engine, bytes, digest, key.clone(), origin).await;
         if let (Err(error), Some(key)) = (&loaded, key) {
-            let (engine, error) = (engine.clone(), error.clone());
-            let _ = tokio::task::spawn_blocking(move || {
-                if let Some(cache) = engine.cache() {
-                    cache.store_failure(&key, &limits_fingerprint(&engine), &error);
-                }
-            })
-            .await;
+            remember_failure(engine, key, error.clone()).await;
         }
         loaded
+    }
+
+    /// Loads a component like [`WasmTool::load`], except that a component
+    /// the cache does not know but `snapshot` does (by the digest of its
+    /// bytes) is listed from the snapshot at once, not yet compiled: it is
+    /// compiled, pre-instantiated and asked to describe itself on first
+    /// need (in the background when a [`crate::Registry`] lists it, or at
+    /// its first use, which waits; see [`WasmTool::settle`]).
+    pub(crate) async fn list_from(
+        engine: &Engine,
+        bytes: Arc<[u8]>,
+        origin: ToolOrigin,
+        snapshot: &Snapshot,
+    ) -> Result<WasmTool, LoadError> {
+        let digest = digest(&bytes).await;
+        let key = engine.cache().map(|c| c.key_for(&digest));
+        if let Some(key) = &key {
+            if let Some(tool) = WasmTool::from_cache(engine, &bytes, &digest, key, &origin).await {
+                return Ok(tool);
+            }
+            if let Some(error) = remembered_failure(engine, key).await {
+                return Err(error);
+            }
+        }
+        if let Some(tool) =
+            WasmTool::from_snapshot(engine, &bytes, &digest, &key, &origin, snapshot)
+        {
+            return Ok(tool);
+        }
+        let loaded = WasmTool::compile(engine, bytes, digest, key.clone(), origin).await;
+        if let (Err(error), Some(key)) = (&loaded, key) {
+            remember_failure(engine, key, error.clone()).await;
+        }
+        loaded
+    }
+
+    /// The tool as `snapshot` describes it, not yet compiled; `None` unless
+    /// the snapshot has the component's digest and the entry still checks
+    /// out (imports the linker allows, a valid descriptor).
+    fn from_snapshot(
+        engine: &Engine,
+        bytes: &Arc<[u8]>,
+        digest: &str,
+        key: &Option<String>,
+        origin: &ToolOrigin,
+        snapshot: &Snapshot,
+    ) -> Option<WasmTool> {
+        let described = snapshot.get(digest)?;
+        let record = Recorded {
+            descriptor: described.descriptor.clone(),
+            imports: described.imports.clone(),
+            listed: true,
+        };
+        record.into_tool(engine, bytes, digest, key.clone(), origin)
     }
 
     /// Compiles, checks, pre-instantiates and describes a component, and
@@ -123,7 +204,8 @@ impl WasmTool {
             bytes,
             digest,
             cache_key: loaded.key,
-            pre: OnceCell::new_with(Some(Ok(pre))),
+            listed: false,
+            pre: OnceCell::new_with(Some(Ready::Pre(pre))),
         })
     }
 
@@ -140,55 +222,142 @@ impl WasmTool {
         let sidecar = tokio::task::spawn_blocking(move || looker.cache()?.sidecar(&k))
             .await
             .ok()??;
-        // Cleaned again: a record may come from a build whose cleaning
-        // rules were older (cleaning is idempotent).
-        let mut descriptor = sidecar.descriptor?;
-        sanitize::clean_descriptor(&mut descriptor);
-        let still_allowed = sidecar
-            .imports
-            .iter()
-            .all(|(name, needs)| linker::classify_import(name).ok() == Some(*needs));
-        if !still_allowed || !descriptor.problems().is_empty() {
-            return None;
-        }
-        Some(WasmTool {
-            name: Arc::from(descriptor.name.as_str()),
-            descriptor,
-            origin: origin.clone(),
-            engine: engine.clone(),
+        let record = Recorded {
+            descriptor: sidecar.descriptor?,
             imports: sidecar.imports,
-            bytes: bytes.clone(),
-            digest: digest.to_string(),
-            cache_key: Some(key.to_string()),
-            pre: OnceCell::new(),
-        })
+            listed: false,
+        };
+        record.into_tool(engine, bytes, digest, Some(key.to_string()), origin)
     }
 
     /// Whether the component is loaded and pre-instantiated (rather than
     /// waiting for its first use).
     pub fn is_ready(&self) -> bool {
-        self.pre.initialized()
+        matches!(self.pre.get(), Some(Ready::Pre(_)))
+    }
+
+    /// The component's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Whether the tool was listed from the bundled snapshot (see
+    /// [`WasmTool::list_from`]).
+    pub(crate) fn is_listed_from_snapshot(&self) -> bool {
+        self.listed
+    }
+
+    /// For a tool listed from the bundled snapshot: compiles it now (or
+    /// waits for the load already under way), and says whether it
+    /// describes itself as listed. Any other tool is as listed.
+    pub(crate) async fn settle(&self) -> Settled {
+        if !self.listed {
+            return Settled::AsListed;
+        }
+        match self.ready().await {
+            Ready::Pre(_) => Settled::AsListed,
+            Ready::Differs(tool) => Settled::Differs(Box::new(tool.relisted())),
+            Ready::Failed(error) => Settled::Failed(error.clone()),
+        }
     }
 
     /// The pre-instantiated component, loaded now if this is its first use.
     async fn pre(&self) -> Result<&ToolComponentPre<HostState>, CallError> {
-        self.pre
-            .get_or_init(|| async {
-                let loaded = self
-                    .engine
-                    .load_component(self.bytes.clone(), self.cache_key.clone())
-                    .await?;
-                let pre = pre_instantiate(&self.engine, &loaded.component)?;
-                self.engine
-                    .cache_component(&loaded, Some(&self.descriptor))
-                    .await;
-                Ok(pre)
-            })
+        match self.ready().await {
+            Ready::Pre(pre) => Ok(pre),
+            Ready::Differs(_) => Err(CallError::internal(
+                "the tool describes itself otherwise than it was listed (the bundled tools' \
+                 list in this build is stale); the tool list was updated: list the tools again",
+            )),
+            Ready::Failed(e) => Err(CallError::internal(format!(
+                "the tool's component could not be loaded: {e}"
+            ))),
+        }
+    }
+
+    /// The component loaded, once: the first caller loads it, the others
+    /// wait for that load.
+    async fn ready(&self) -> &Ready {
+        self.pre.get_or_init(|| self.load_now()).await
+    }
+
+    async fn load_now(&self) -> Ready {
+        let engine = &self.engine;
+        let loaded = match engine
+            .load_component(self.bytes.clone(), self.cache_key.clone())
             .await
-            .as_ref()
-            .map_err(|e| {
-                CallError::internal(format!("the tool's component could not be loaded: {e}"))
-            })
+        {
+            Ok(loaded) => loaded,
+            Err(error) => return self.failed(error).await,
+        };
+        let pre = match pre_instantiate(engine, &loaded.component) {
+            Ok(pre) => pre,
+            Err(error) => return self.failed(error).await,
+        };
+        if !self.listed {
+            engine
+                .cache_component(&loaded, Some(&self.descriptor))
+                .await;
+            return Ready::Pre(pre);
+        }
+        let descriptor = match describe(engine, &pre).await {
+            Ok(descriptor) => descriptor,
+            Err(error) => return self.failed(error).await,
+        };
+        engine.cache_component(&loaded, Some(&descriptor)).await;
+        if descriptor == self.descriptor && loaded.imports == self.imports {
+            tracing::debug!(tool = %self.name, "compiled; it describes itself as listed");
+            return Ready::Pre(pre);
+        }
+        tracing::warn!(
+            tool = %self.name,
+            "it describes itself otherwise than the bundled tools' list in this build says; \
+             listing it as it describes itself"
+        );
+        Ready::Differs(Box::new(WasmTool {
+            name: Arc::from(descriptor.name.as_str()),
+            descriptor,
+            origin: self.origin.clone(),
+            engine: engine.clone(),
+            imports: loaded.imports,
+            bytes: self.bytes.clone(),
+            digest: self.digest.clone(),
+            cache_key: loaded.key,
+            listed: false,
+            pre: OnceCell::new_with(Some(Ready::Pre(pre))),
+        }))
+    }
+
+    /// A failed load: remembered in the artifact cache when the tool was
+    /// listed from the snapshot (as a failed load at start would be).
+    async fn failed(&self, error: LoadError) -> Ready {
+        if self.listed
+            && let Some(key) = &self.cache_key
+        {
+            remember_failure(&self.engine, key.clone(), error.clone()).await;
+        }
+        tracing::warn!(tool = %self.name, "its component could not be loaded: {error}");
+        Ready::Failed(error)
+    }
+
+    /// A copy of this loaded tool (for a registry listing it anew).
+    fn relisted(&self) -> WasmTool {
+        let pre = match self.pre.get() {
+            Some(Ready::Pre(pre)) => OnceCell::new_with(Some(Ready::Pre(pre.clone()))),
+            _ => OnceCell::new(),
+        };
+        WasmTool {
+            name: self.name.clone(),
+            descriptor: self.descriptor.clone(),
+            origin: self.origin.clone(),
+            engine: self.engine.clone(),
+            imports: self.imports.clone(),
+            bytes: self.bytes.clone(),
+            digest: self.digest.clone(),
+            cache_key: self.cache_key.clone(),
+            listed: false,
+            pre,
+        }
     }
 
     /// The component's imports that need a network grant.
@@ -376,6 +545,65 @@ impl WasmTool {
         }
         result
     }
+}
+
+/// What a record (the artifact cache's sidecar, or the bundled tools'
+/// snapshot) says about a component that is not yet compiled.
+struct Recorded {
+    descriptor: Descriptor,
+    imports: Vec<(String, Needs)>,
+    /// Whether the record is the snapshot's, which must be confirmed by
+    /// the component's own `describe()` before its first use.
+    listed: bool,
+}
+
+impl Recorded {
+    /// The tool as recorded; `None` unless the record still checks out:
+    /// imports the linker allows and a valid descriptor, cleaned again (a
+    /// record may come from a build whose cleaning rules were older;
+    /// cleaning is idempotent).
+    fn into_tool(
+        self,
+        engine: &Engine,
+        bytes: &Arc<[u8]>,
+        digest: &str,
+        cache_key: Option<String>,
+        origin: &ToolOrigin,
+    ) -> Option<WasmTool> {
+        let mut descriptor = self.descriptor;
+        sanitize::clean_descriptor(&mut descriptor);
+        let allowed = self
+            .imports
+            .iter()
+            .all(|(name, needs)| linker::classify_import(name).ok() == Some(*needs));
+        if !allowed || !descriptor.problems().is_empty() {
+            return None;
+        }
+        Some(WasmTool {
+            name: Arc::from(descriptor.name.as_str()),
+            descriptor,
+            origin: origin.clone(),
+            engine: engine.clone(),
+            imports: self.imports,
+            bytes: bytes.clone(),
+            digest: digest.to_string(),
+            cache_key,
+            listed: self.listed,
+            pre: OnceCell::new(),
+        })
+    }
+}
+
+/// Remembers in the artifact cache that the component of `key` failed to
+/// load under these limits.
+async fn remember_failure(engine: &Engine, key: String, error: LoadError) {
+    let engine = engine.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Some(cache) = engine.cache() {
+            cache.store_failure(&key, &limits_fingerprint(&engine), &error);
+        }
+    })
+    .await;
 }
 
 /// Why the component of `key` failed to load before under these limits,

@@ -90,6 +90,33 @@ impl ResultStore {
         Ok(self.dir.get_or_init(|| opened))
     }
 
+    /// The content of a result this store saved, named by the path
+    /// [`spill`] returned: only a file directly in the results directory,
+    /// opened through the directory's handle (a regular file, never through
+    /// a link, without blocking) and read with a cap of `cap` bytes. Any
+    /// other path is `NotFound`.
+    pub fn read(&self, path: &str, cap: u64) -> std::io::Result<Vec<u8>> {
+        use cap_std::fs::OpenOptionsExt;
+        let dir_path = self.path();
+        let name = path
+            .strip_prefix(dir_path.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .filter(|name| !name.is_empty() && !name.contains('/') && !name.starts_with('.'))
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{path} is not a result saved in {dir_path}"),
+                )
+            })?;
+        let dir = self.dir().map_err(std::io::Error::other)?;
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY);
+        let file = dir.open_with(name, &options)?;
+        crate::host_files::read_opened_capped(file.into_std(), cap)
+    }
+
     /// Writes `text` to a new file named after the tool use; returns its path.
     fn write(&self, tool_use_id: &str, text: &str) -> Result<String, String> {
         let dir = self.dir()?;
@@ -296,6 +323,47 @@ mod tests {
         assert!(
             !outside.path().join("victim").exists(),
             "the link's target was not created"
+        );
+    }
+
+    #[test]
+    fn only_saved_results_are_read_back_and_never_through_a_link() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "secret").unwrap();
+        let (_grants, store) = store(ws.path());
+        let long = "r".repeat(500);
+        let path = spill(&mut ToolOutput::text(long.clone()), 10, Some(&store), "t")
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.read(&path, 1000).unwrap(), long.as_bytes());
+        let capped = store.read(&path, 499).unwrap_err();
+        assert!(capped.to_string().contains("larger than 499"), "{capped}");
+        let results = ws.path().join(".airlock/results");
+        let secret = outside.path().join("secret");
+        for elsewhere in [
+            secret.to_str().unwrap().to_string(),
+            format!("{}/../../a.txt", store.path()),
+            format!("{}/", store.path()),
+            store.path(),
+        ] {
+            let e = store.read(&elsewhere, 1000).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{elsewhere}: {e}");
+        }
+        std::fs::remove_file(results.join("t.txt")).unwrap();
+        std::os::unix::fs::symlink(&secret, results.join("t.txt")).unwrap();
+        assert!(
+            store.read(&path, 1000).is_err(),
+            "a planted link is refused"
+        );
+        std::fs::remove_file(results.join("t.txt")).unwrap();
+        std::fs::write(results.join("beside"), "beside").unwrap();
+        std::os::unix::fs::symlink("beside", results.join("t.txt")).unwrap();
+        let e = store.read(&path, 1000).unwrap_err();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(libc::ELOOP),
+            "even one to a result: {e}"
         );
     }
 

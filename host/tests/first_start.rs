@@ -1,0 +1,164 @@
+//! `airlock mcp` on a first start (an empty artifact cache): it answers
+//! `initialize` and `tools/list` before the bundled tools are compiled,
+//! listing them as they describe themselves, and a call sent at once waits
+//! for its tool's compile and succeeds. The ordering is read off the
+//! artifact cache: a reply that waited for the compiles would find every
+//! bundled tool's artifact there.
+
+#![cfg(feature = "mcp")]
+
+use airlock_host::bundled::BUNDLED;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+/// `airlock ARGS` with `home` as HOME, its artifact cache under it, and
+/// no user configuration.
+fn airlock(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    command
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("AIRLOCK_CONFIG");
+    command
+}
+
+fn artifact_dir(home: &Path) -> PathBuf {
+    home.join("cache/airlock/artifacts")
+}
+
+/// The compiled components in the artifact cache whose names start with
+/// `prefix`.
+fn artifacts(home: &Path, prefix: &str) -> usize {
+    std::fs::read_dir(artifact_dir(home)).map_or(0, |dir| {
+        dir.filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with(prefix) && name.ends_with(".cwasm"))
+            .count()
+    })
+}
+
+/// Starts `airlock mcp` and writes `messages` to it at once.
+fn serve(home: &Path, args: &[&str], messages: &[Value]) -> (Child, BufReader<ChildStdout>) {
+    let mut child = airlock(home, args)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for message in messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    // Kept open (the server ends when stdin closes) until it is stopped.
+    child.stdin = Some(stdin);
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    (child, stdout)
+}
+
+/// The next message with `id`.
+fn reply(stdout: &mut BufReader<ChildStdout>, id: u64) -> Value {
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the server ended");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == id {
+            return message;
+        }
+    }
+}
+
+fn initialize() -> [Value; 2] {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+}
+
+fn stop(mut child: Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// What `tools/list` answers, and how many bundled tools were compiled
+/// (in the cache) when it did.
+fn first_list(home: &Path) -> (Value, usize) {
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let [init, initialized] = initialize();
+    let (child, mut stdout) = serve(home, &[], &[init, initialized, list]);
+    let listed = reply(&mut stdout, 2);
+    let compiled = artifacts(home, "");
+    stop(child);
+    (listed["result"]["tools"].clone(), compiled)
+}
+
+#[test]
+fn the_first_start_lists_the_bundled_tools_before_compiling_them() {
+    let home = tempfile::tempdir().unwrap();
+    let (listed, compiled) = first_list(home.path());
+    assert!(
+        compiled < BUNDLED.len(),
+        "tools/list waited until all {} bundled tools were compiled (is \
+         host/bundled-descriptors.json stale? `cargo test -p airlock-host --lib \
+         engine::snapshot` says)",
+        BUNDLED.len()
+    );
+
+    // Compiled (by `airlock list`), then listed again from the cache's
+    // records of what each said when it was compiled: the same list.
+    let out = airlock(home.path(), &["list"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(artifacts(home.path(), ""), BUNDLED.len());
+    let (described, _) = first_list(home.path());
+    let names = |tools: &Value| -> Vec<String> {
+        let tools = tools.as_array().unwrap();
+        tools.iter().map(|t| t["name"].to_string()).collect()
+    };
+    assert!(names(&listed).len() >= 8, "{:?}", names(&listed));
+    assert_eq!(names(&listed), names(&described));
+    assert_eq!(listed, described, "listed as the tools describe themselves");
+}
+
+#[test]
+fn a_call_sent_before_its_tool_is_compiled_waits_for_it_and_succeeds() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "hello first start\n").unwrap();
+    let ws = ws.canonicalize().unwrap();
+    let file = ws.join("a.txt");
+    let (_, read) = BUNDLED
+        .iter()
+        .find(|(package, _)| *package == "airlock-tool-read")
+        .unwrap();
+    let read_digest = blake3::hash(read).to_hex().to_string();
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "read", "arguments": {"file_path": file}}});
+    let [init, initialized] = initialize();
+    let workspace = ws.to_str().unwrap();
+    let (child, mut stdout) = serve(
+        home.path(),
+        &["--workspace", workspace],
+        &[init, initialized, call],
+    );
+    reply(&mut stdout, 1);
+    assert_eq!(
+        artifacts(home.path(), &read_digest),
+        0,
+        "the server answered only once `read` was compiled (is \
+         host/bundled-descriptors.json stale? `cargo test -p airlock-host --lib \
+         engine::snapshot` says)"
+    );
+    let result = reply(&mut stdout, 2);
+    stop(child);
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    assert!(result.to_string().contains("hello first start"), "{result}");
+}
