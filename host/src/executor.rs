@@ -29,8 +29,15 @@
 //! Either kind cancels one use on request ([`ExecutorHandle::cancel`]) and
 //! takes a refreshed tool set for later uses ([`ExecutorHandle::refresh`]).
 //!
-//! The scheduler is one task that owns the [`ToolContext`]; classification
-//! and execution run in tasks of their own and report back to it.
+//! The scheduler is one task that owns the [`ToolContext`]. It classifies
+//! a use whose tool declares no `classify` export itself, from the
+//! descriptor (so the use starts without a hand-off); one that runs guest
+//! code to classify is classified in a task of its own. Each use runs in a
+//! task of its own that reports back, so concurrency-safe uses run in parallel and a guest
+//! never holds up the scheduler. A use added with
+//! [`ExecutorHandle::submit`] gets its progress, log lines and result on a
+//! channel of its own, in that order, with no task in between; a cancel
+//! reaches a running use's token at once, from the caller.
 
 use crate::Airlock;
 use crate::context::ToolContext;
@@ -38,8 +45,13 @@ use crate::descriptor::SafetyFlags;
 use crate::error::{CallError, ErrorClass};
 use crate::pipeline::{self, CallControl, Completed, Prepared, ToolResult, ToolUse};
 use crate::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -90,7 +102,7 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 }
 
 enum Command {
-    Add(ToolUse),
+    Add(ToolUse, Option<mpsc::UnboundedSender<ExecutorEvent>>),
     AddFailed(ToolUse, CallError),
     Cancel(String),
     Refresh(Box<Airlock>),
@@ -100,7 +112,7 @@ enum Command {
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Command::Add(u) => f.debug_tuple("Add").field(&u.id).finish(),
+            Command::Add(u, _) => f.debug_tuple("Add").field(&u.id).finish(),
             Command::AddFailed(u, _) => f.debug_tuple("AddFailed").field(&u.id).finish(),
             Command::Cancel(id) => f.debug_tuple("Cancel").field(id).finish(),
             Command::Refresh(_) => f.write_str("Refresh"),
@@ -131,12 +143,45 @@ pub struct Executor {
 pub struct ExecutorHandle {
     commands: mpsc::UnboundedSender<Command>,
     abort: CancellationToken,
+    running: Running,
 }
+
+/// The uses running now, by number: their ids and cancellation tokens,
+/// shared with the handles so a cancel reaches a running use at once, even
+/// while the scheduler's task is busy running one itself.
+type Running = Arc<Mutex<HashMap<usize, (String, CancellationToken)>>>;
 
 impl ExecutorHandle {
     /// Adds a tool use, as soon as its block is complete in the stream.
     pub fn add(&self, tool_use: ToolUse) {
-        let _ = self.commands.send(Command::Add(tool_use));
+        let _ = self.commands.send(Command::Add(tool_use, None));
+    }
+
+    /// Adds a tool use whose progress, log lines and result come on a
+    /// channel of its own ([`UseEvents`]), in that order, instead of
+    /// [`Executor::next`]'s (which still reports it queued, started and
+    /// finished). For front ends that answer each use apart, such as MCP.
+    ///
+    /// ```
+    /// # async fn example(airlock: airlock_host::Airlock) {
+    /// use airlock_host::{Executor, ExecutorEvent, ToolUse};
+    /// use serde_json::json;
+    ///
+    /// let executor = Executor::session(airlock.clone(), airlock.context());
+    /// let mut events = executor
+    ///     .handle()
+    ///     .submit(ToolUse::new("call-1", "sleep", json!({"ms": 0})));
+    /// while let Some(event) = events.next().await {
+    ///     if let ExecutorEvent::Result(result) = event {
+    ///         println!("{}", result.text());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn submit(&self, tool_use: ToolUse) -> UseEvents {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = self.commands.send(Command::Add(tool_use, Some(tx)));
+        UseEvents { rx }
     }
 
     /// Adds a tool use that is already known to fail (a block whose input
@@ -150,7 +195,16 @@ impl ExecutorHandle {
     /// an epoch tick, for a cancel-behaviour tool). Unknown or finished ids
     /// are ignored, so a cancel may race the result.
     pub fn cancel(&self, tool_use_id: impl Into<String>) {
-        let _ = self.commands.send(Command::Cancel(tool_use_id.into()));
+        let id = tool_use_id.into();
+        let running = lock(&self.running)
+            .iter()
+            .filter(|(_, (running, _))| *running == id)
+            .max_by_key(|(i, _)| **i)
+            .map(|(_, (_, cancel))| cancel.clone());
+        if let Some(cancel) = running {
+            cancel.cancel();
+        }
+        let _ = self.commands.send(Command::Cancel(id));
     }
 
     /// Uses added from now on see `airlock`'s tools (and the context's view
@@ -167,6 +221,22 @@ impl ExecutorHandle {
     /// The user's interrupt: cancels the context's abort handle.
     pub fn interrupt(&self) {
         self.abort.cancel();
+    }
+}
+
+/// One submitted use's events ([`ExecutorHandle::submit`]): its progress
+/// and log lines as they come, then its result, then the end.
+#[derive(Debug)]
+pub struct UseEvents {
+    rx: mpsc::UnboundedReceiver<ExecutorEvent>,
+}
+
+impl UseEvents {
+    /// The next event: [`ExecutorEvent::Progress`], [`ExecutorEvent::Log`],
+    /// or last [`ExecutorEvent::Result`]; `None` after the result (or if the
+    /// executor stopped without one).
+    pub async fn next(&mut self) -> Option<ExecutorEvent> {
+        self.rx.recv().await
     }
 }
 
@@ -188,9 +258,15 @@ impl Executor {
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = mpsc::unbounded_channel();
         let abort = cx.abort_handle().clone();
-        let task = tokio::spawn(Scheduler::new(airlock, cx, event_tx, mode).run(command_rx));
+        let running = Running::default();
+        let scheduler = Scheduler::new(airlock, cx, event_tx, mode, running.clone());
+        let task = tokio::spawn(scheduler.run(command_rx));
         Executor {
-            handle: ExecutorHandle { commands, abort },
+            handle: ExecutorHandle {
+                commands,
+                abort,
+                running,
+            },
             events,
             task,
         }
@@ -271,9 +347,15 @@ struct Tracked {
     id: String,
     name: String,
     state: State,
+    /// Where its progress, log lines and result go, when submitted.
+    reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
 }
 
-/// What a worker task reports.
+/// Work the scheduler polls itself: the classification of a use whose
+/// tool declares no `classify` export.
+type Work = Pin<Box<dyn Future<Output = Report> + Send>>;
+
+/// What a classification or an execution reports.
 enum Report {
     Classified(usize, Box<Prepared>),
     Finished(usize, Box<Completed>, bool),
@@ -288,6 +370,8 @@ struct Scheduler {
     progress: ProgressSink,
     progress_rx: mpsc::Receiver<ProgressEvent>,
     logs_rx: mpsc::Receiver<LogEvent>,
+    work: FuturesUnordered<Work>,
+    running: Running,
     mode: Mode,
     /// The uses not yet emitted (and emitted ones behind an earlier
     /// pending use); `uses[0]` is use number `base`.
@@ -305,6 +389,7 @@ impl Scheduler {
         cx: ToolContext,
         events: mpsc::UnboundedSender<ExecutorEvent>,
         mode: Mode,
+        running: Running,
     ) -> Self {
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let (progress, progress_rx) = ProgressSink::channel(PROGRESS_BUFFER);
@@ -319,6 +404,8 @@ impl Scheduler {
             progress,
             progress_rx,
             logs_rx,
+            work: FuturesUnordered::new(),
+            running,
             mode,
             uses: VecDeque::new(),
             base: 0,
@@ -338,7 +425,7 @@ impl Scheduler {
             }
             tokio::select! {
                 command = commands.recv(), if !closed => match command {
-                    Some(Command::Add(tool_use)) => self.add(tool_use),
+                    Some(Command::Add(tool_use, reply)) => self.add(tool_use, reply),
                     Some(Command::AddFailed(tool_use, error)) => self.add_failed(tool_use, error),
                     Some(Command::Cancel(id)) => self.cancel(&id),
                     Some(Command::Refresh(airlock)) => {
@@ -347,13 +434,10 @@ impl Scheduler {
                     }
                     Some(Command::Close) | None => closed = true,
                 },
+                Some(report) = self.work.next(), if !self.work.is_empty() => self.report(report),
                 Some(report) = self.reports.recv() => self.report(report),
-                Some(progress) = self.progress_rx.recv() => {
-                    let _ = self.events.send(ExecutorEvent::Progress(progress));
-                }
-                Some(log) = self.logs_rx.recv() => {
-                    let _ = self.events.send(ExecutorEvent::Log(log));
-                }
+                Some(progress) = self.progress_rx.recv() => self.forward_progress(progress),
+                Some(log) = self.logs_rx.recv() => self.forward_log(log),
                 () = abort.cancelled(), if !self.interrupted => self.interrupt(),
             }
             self.start_what_can_start();
@@ -369,35 +453,72 @@ impl Scheduler {
     /// no particular order otherwise).
     fn forward_sent(&mut self) {
         while let Ok(progress) = self.progress_rx.try_recv() {
-            let _ = self.events.send(ExecutorEvent::Progress(progress));
+            self.forward_progress(progress);
         }
         while let Ok(log) = self.logs_rx.try_recv() {
-            let _ = self.events.send(ExecutorEvent::Log(log));
+            self.forward_log(log);
         }
+    }
+
+    fn forward_progress(&self, progress: ProgressEvent) {
+        let to = self.reply_of(&progress.tool_use_id);
+        let _ = to.send(ExecutorEvent::Progress(progress));
+    }
+
+    fn forward_log(&self, log: LogEvent) {
+        let to = self.reply_of(&log.tool_use_id);
+        let _ = to.send(ExecutorEvent::Log(log));
+    }
+
+    /// Where the events of the latest use with this id go: its own channel
+    /// when it was submitted, else the executor's.
+    fn reply_of(&self, id: &str) -> &mpsc::UnboundedSender<ExecutorEvent> {
+        self.uses
+            .iter()
+            .rev()
+            .find(|u| u.id == id)
+            .and_then(|u| u.reply.as_ref())
+            .unwrap_or(&self.events)
     }
 
     fn now(&self) -> Duration {
         self.started.elapsed()
     }
 
-    fn add(&mut self, tool_use: ToolUse) {
-        let i = self.track(&tool_use);
+    fn add(&mut self, tool_use: ToolUse, reply: Option<mpsc::UnboundedSender<ExecutorEvent>>) {
+        let i = self.track(&tool_use, reply);
         if let Some(message) = self.cancellation_message() {
             let result = self.cancelled(i, message);
             self.set_state(i, State::Done(Box::new(result)));
             return;
         }
+        // A tool without a `classify` export is classified from its
+        // descriptor alone, at once: in this task, with no hand-off. One
+        // that runs guest code to classify does it in a task of its own,
+        // so classifications run in parallel.
+        let declares_classify = self
+            .cx
+            .tools()
+            .get(&tool_use.name)
+            .is_some_and(|entry| entry.descriptor().preflight.classify);
         let airlock = self.airlock.clone();
         let snapshot = self.cx.clone();
-        let reports = self.reports_tx.clone();
-        tokio::spawn(async move {
+        let classify = async move {
             let prepared = pipeline::prepare(&airlock, &snapshot, tool_use).await;
-            let _ = reports.send(Report::Classified(i, Box::new(prepared)));
-        });
+            Report::Classified(i, Box::new(prepared))
+        };
+        if declares_classify {
+            let reports = self.reports_tx.clone();
+            tokio::spawn(async move {
+                let _ = reports.send(classify.await);
+            });
+        } else {
+            self.work.push(Box::pin(classify));
+        }
     }
 
     fn add_failed(&mut self, tool_use: ToolUse, error: CallError) {
-        let i = self.track(&tool_use);
+        let i = self.track(&tool_use, None);
         let result = ToolResult::failed(tool_use.id, tool_use.name, error);
         self.set_state(i, State::Done(Box::new(result)));
     }
@@ -430,7 +551,11 @@ impl Scheduler {
         }
     }
 
-    fn track(&mut self, tool_use: &ToolUse) -> usize {
+    fn track(
+        &mut self,
+        tool_use: &ToolUse,
+        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+    ) -> usize {
         let _ = self.events.send(ExecutorEvent::Queued {
             tool_use_id: tool_use.id.clone(),
             at: self.now(),
@@ -439,6 +564,7 @@ impl Scheduler {
             id: tool_use.id.clone(),
             name: tool_use.name.clone(),
             state: State::Classifying,
+            reply,
         });
         self.base + self.uses.len() - 1
     }
@@ -459,6 +585,7 @@ impl Scheduler {
                 self.set_state(i, state);
             }
             Report::Finished(i, completed, concurrency_safe) => {
+                lock(&self.running).remove(&i);
                 self.forward_sent();
                 let at = self.now();
                 let Some(tracked) = self.slot(i) else { return };
@@ -569,13 +696,14 @@ impl Scheduler {
             tool_use_id: self.uses[at].id.clone(),
             at: self.now(),
         });
+        lock(&self.running).insert(i, (self.uses[at].id.clone(), cancel.clone()));
         let airlock = self.airlock.clone();
         let snapshot = self.cx.clone();
-        let reports = self.reports_tx.clone();
         let control = CallControl {
             progress: self.progress.clone(),
             cancel,
         };
+        let reports = self.reports_tx.clone();
         tokio::spawn(async move {
             let completed = pipeline::execute(&airlock, &snapshot, *prepared, control).await;
             let _ = reports.send(Report::Finished(i, Box::new(completed), concurrency_safe));
@@ -592,7 +720,11 @@ impl Scheduler {
                     if let State::Done(result) =
                         std::mem::replace(&mut tracked.state, State::Emitted)
                     {
-                        let _ = self.events.send(ExecutorEvent::Result(result));
+                        let event = ExecutorEvent::Result(result);
+                        let _ = match tracked.reply.take() {
+                            Some(reply) => reply.send(event),
+                            None => self.events.send(event),
+                        };
                     }
                 }
                 State::Emitted => {}
@@ -609,4 +741,8 @@ impl Scheduler {
             self.base += 1;
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -60,7 +60,7 @@ pub use context::ToolContext;
 pub use descriptor::{Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess};
 pub use engine::{Engine, WasmTool};
 pub use error::{CallError, ErrorClass, LoadError};
-pub use executor::{Executor, ExecutorEvent, ExecutorHandle};
+pub use executor::{Executor, ExecutorEvent, ExecutorHandle, UseEvents};
 pub use grants::Grants;
 pub use pipeline::permissions::{
     PermissionAnswer, PermissionMode, PermissionPrompter, PermissionRequest,

@@ -254,17 +254,23 @@ async fn an_interrupt_mid_stream_respects_interrupt_behaviour() {
     config.permissions.default_mode = PermissionMode::BypassPermissions;
     let airlock = Airlock::new(config).await.unwrap();
     let mut executor = airlock.executor(airlock.context());
-    executor.add(ToolUse::new("patient", "patient", json!({"ms": 600})));
+    executor.add(ToolUse::new("patient", "patient", json!({"ms": 1500})));
     executor.add(ToolUse::new("spin", "hostile", json!({"attack": "loop"})));
     executor.add(ToolUse::new("queued", "cd", json!({"path": "."})));
     let mut interrupted_at = None;
     let mut finished = std::collections::HashMap::new();
+    let mut running = std::collections::HashSet::new();
     let mut results = Vec::new();
     let started = Instant::now();
+    // The interrupt comes 100 ms after both calls are running (however
+    // long a busy machine took to start them), well inside the patient
+    // one's 1.5 s.
+    let mut interrupt_at = None;
     loop {
         let event = tokio::select! {
             e = executor.next() => e,
-            () = tokio::time::sleep(Duration::from_millis(150)), if interrupted_at.is_none() => {
+            () = tokio::time::sleep_until(interrupt_at.unwrap_or_else(tokio::time::Instant::now)),
+                if interrupt_at.is_some() && interrupted_at.is_none() => {
                 executor.interrupt();
                 interrupted_at = Some(Instant::now());
                 executor.add(ToolUse::new("late", "hostile", json!({"attack": "ok"})));
@@ -274,6 +280,12 @@ async fn an_interrupt_mid_stream_respects_interrupt_behaviour() {
         };
         let Some(event) = event else { break };
         match event {
+            ExecutorEvent::Started { tool_use_id, .. } => {
+                running.insert(tool_use_id);
+                if running.len() == 2 {
+                    interrupt_at = Some(tokio::time::Instant::now() + Duration::from_millis(100));
+                }
+            }
             ExecutorEvent::Finished { tool_use_id, .. } => {
                 finished.insert(tool_use_id, Instant::now());
             }
@@ -294,7 +306,7 @@ async fn an_interrupt_mid_stream_respects_interrupt_behaviour() {
         "finished; cancelled seen: true",
         "block tools finish"
     );
-    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert!(started.elapsed() >= Duration::from_millis(1500));
 
     let spin = results[1].outcome.as_ref().unwrap_err();
     assert_eq!(spin.class, ErrorClass::Cancelled);
@@ -478,4 +490,62 @@ async fn log_lines_come_out_in_order_before_their_uses_result() {
         }
         assert_eq!(done.len(), 8, "session {session}");
     }
+}
+
+#[tokio::test]
+async fn a_submitted_use_gets_its_own_lines_then_its_result_and_nothing_else() {
+    use airlock_host::Executor;
+    let (airlock, _dir) = with_component(guests::LOGGER, config()).await;
+    let lines: Vec<_> = (0..50)
+        .map(|i| json!({"level": "info", "message": format!("line {i}")}))
+        .collect();
+    let mut executor = Executor::session(airlock.clone(), airlock.context());
+    let handle = executor.handle();
+    let readers: Vec<_> = (0..8)
+        .map(|k| {
+            let id = format!("s{k}");
+            let mut events = handle.submit(ToolUse::new(&id, "logger", json!({"lines": lines})));
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Some(event) = events.next().await {
+                    got.push(event);
+                }
+                (id, got)
+            })
+        })
+        .collect();
+    executor.add(ToolUse::new("plain", "logger", json!({"lines": lines})));
+    executor.close();
+    drop(handle);
+    for reader in readers {
+        let (id, got) = reader.await.expect("the reader");
+        assert_eq!(got.len(), 51, "{id}: 50 lines and the result");
+        for (i, event) in got.iter().enumerate() {
+            match event {
+                ExecutorEvent::Log(line) if i < 50 => {
+                    assert_eq!(
+                        (line.tool_use_id.as_str(), line.message.as_str()),
+                        (id.as_str(), format!("line {i}").as_str())
+                    );
+                }
+                ExecutorEvent::Result(r) if i == 50 => {
+                    assert_eq!(r.id, id);
+                    assert!(!r.is_error(), "{}", r.text());
+                }
+                other => panic!("{id}: event {i} is {other:?}"),
+            }
+        }
+    }
+    let (mut lines_seen, mut results) = (0, Vec::new());
+    while let Some(event) = executor.next().await {
+        match event {
+            ExecutorEvent::Log(line) => {
+                assert_eq!(line.tool_use_id, "plain");
+                lines_seen += 1;
+            }
+            ExecutorEvent::Result(r) => results.push(r.id.clone()),
+            _ => {}
+        }
+    }
+    assert_eq!((lines_seen, results), (50, vec!["plain".to_string()]));
 }
