@@ -44,7 +44,11 @@
 //! - over HTTP, only `/mcp` is served (other paths are 404), an unknown
 //!   session is 404 (`DELETE` too), a body that is not a JSON-RPC message
 //!   is a JSON-RPC error with status 400, and a failed `accept` (the file
-//!   descriptor limit) is retried with a back-off, never fatal.
+//!   descriptor limit) is retried with a back-off, never fatal;
+//! - a `tools/call` that asks to run as a task (MCP 2025-11-25) is answered
+//!   at once with the task and runs like any other call, in its turn; the
+//!   session's tasks are seen, awaited and cancelled only by that session
+//!   (`mcp::tasks`).
 
 use crate::Airlock;
 use crate::context::ToolContext;
@@ -59,17 +63,16 @@ use crate::tool::{ContentBlock, ProgressEvent};
 use async_trait::async_trait;
 use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
-    ClientRequest, ContentBlock as McpContent, ElicitRequestParams, ElicitationAction,
-    ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage, JsonRpcRequest,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
-    ServerJsonRpcMessage, Tool,
+    ClientRequest, ContentBlock as McpContent, CustomRequest, CustomResult, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage,
+    JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig, ServerJsonRpcMessage, Tool,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage,
 };
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
 };
@@ -84,8 +87,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+mod tasks;
 
 /// Tools per `tools/list` page, and resources per `resources/list` page.
 const PAGE: usize = 100;
@@ -190,7 +195,7 @@ impl McpHost {
     /// still in flight then are cancelled.
     pub async fn serve_stdio(&self) -> anyhow::Result<()> {
         let (read, write) = rmcp::transport::stdio_pipes();
-        let transport = Ordered::new(AsyncRwTransport::new_server(read, write));
+        let transport = Ordered::new(tasks::Stdio::new(read, write));
         let running = self.session().serve(transport).await?;
         running.waiting().await?;
         Ok(())
@@ -360,7 +365,7 @@ impl HttpFront {
         request: http::Request<hyper::body::Incoming>,
     ) -> http::Response<HttpBody> {
         use http_body_util::BodyExt;
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let json = parts
             .headers
             .get(http::header::CONTENT_TYPE)
@@ -390,6 +395,11 @@ impl HttpFront {
                 );
             }
         };
+        // rmcp's types drop a call's `task`: it goes along in the request's
+        // extensions, which rmcp hands on with the message.
+        if let Some(task) = tasks::requested(&bytes) {
+            parts.extensions.insert(task);
+        }
         // A request without a session may open one: it takes a place
         // under the cap first, given back unless a session was opened
         // (then it is given back when the session ends).
@@ -579,7 +589,10 @@ impl SessionManager for OrderedSessions {
 /// is received, its turn (and the connection's end, [`Received`]): rmcp
 /// handles each request in a task of its own, and those tasks start in no
 /// particular order, so the turn is what keeps calls in the client's order.
-/// When the peer closes the connection, the end is signalled.
+/// When the peer closes the connection, the end is signalled. It is also
+/// where MCP tasks meet rmcp: calls run as tasks and `tasks/*` requests are
+/// turned into custom requests (`tasks::divert`), and replies get what
+/// rmcp's types lack (`tasks::shape`).
 struct Ordered<T> {
     inner: T,
     turns: Arc<watch::Sender<Turns>>,
@@ -611,28 +624,29 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
+        mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        tasks::shape(&mut item);
         self.inner.send(item)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         let mut message = self.inner.receive().await;
         match &mut message {
-            Some(JsonRpcMessage::Request(JsonRpcRequest {
-                request: ClientRequest::CallToolRequest(call),
-                ..
-            })) => {
-                let turn = Turn(Arc::new(TurnInner {
-                    number: self.next,
-                    turns: self.turns.clone(),
-                    taken: AtomicBool::new(false),
-                }));
-                self.next += 1;
-                call.extensions_mut().insert(Received {
-                    turn,
-                    closed: self.closed.clone(),
-                });
+            Some(JsonRpcMessage::Request(JsonRpcRequest { request, .. })) => {
+                if let ClientRequest::CallToolRequest(call) = request {
+                    let turn = Turn(Arc::new(TurnInner {
+                        number: self.next,
+                        turns: self.turns.clone(),
+                        taken: AtomicBool::new(false),
+                    }));
+                    self.next += 1;
+                    call.extensions_mut().insert(Received {
+                        turn,
+                        closed: self.closed.clone(),
+                    });
+                }
+                tasks::divert(request);
             }
             Some(_) => {}
             None => self.closed.cancel(),
@@ -724,7 +738,6 @@ struct Session {
     prompter: Arc<McpPrompter>,
     tools: RwLock<Arc<Registry>>,
     executor: ExecutorHandle,
-    routes: Arc<Mutex<HashMap<String, Route>>>,
     /// The start of this session's tool-use ids, unique to it (a spilled
     /// result is saved under its call's id, and a workspace outlives
     /// sessions and servers).
@@ -737,9 +750,11 @@ struct Session {
     offered: Mutex<HashSet<String>>,
     /// The least severe log line sent to this session (a rank of
     /// [`logging`]), shared with the router.
-    log_level: Arc<AtomicU8>,
+    log_level: AtomicU8,
     /// The spilled results this session was given as resource links.
     given: Mutex<Given>,
+    /// The calls this session asked to run as tasks.
+    tasks: tasks::Tasks,
 }
 
 /// The resources a session was given: the links in the order given, and
@@ -750,16 +765,8 @@ struct Given {
     paths: HashMap<String, String>,
 }
 
-/// Where a call's result, progress and log lines go.
-struct Route {
-    result: oneshot::Sender<ToolResult>,
-    progress: Option<Progress>,
-    /// The session's client, for the call's log lines.
-    peer: Peer<RoleServer>,
-}
-
+/// A call's progress notifications: its token and what was sent.
 struct Progress {
-    peer: Peer<RoleServer>,
     token: ProgressToken,
     last: f64,
     count: f64,
@@ -775,24 +782,23 @@ impl McpServer {
         let airlock = base.with_prompter(prompter.clone());
         let cx: ToolContext = airlock.context();
         let tools = cx.tools().clone();
-        let executor = Executor::session(airlock, cx);
-        let routes: Arc<Mutex<HashMap<String, Route>>> = Arc::default();
-        let handle = executor.handle();
-        let log_level = Arc::new(AtomicU8::new(logging::DEFAULT));
-        tokio::spawn(route_events(executor, routes.clone(), log_level.clone()));
+        // Each call is submitted, and reads its own progress, log lines and
+        // result: the executor's own events (queued, started, finished)
+        // are not read.
+        let handle = Executor::session(airlock, cx).handle();
         McpServer {
             session: Arc::new(Session {
                 host,
                 prompter,
                 tools: RwLock::new(tools),
                 executor: handle,
-                routes,
                 id_prefix: unique_prefix(),
                 next_id: AtomicU64::new(1),
                 found: Mutex::default(),
                 offered: Mutex::default(),
-                log_level,
+                log_level: AtomicU8::new(logging::DEFAULT),
                 given: Mutex::default(),
+                tasks: tasks::Tasks::default(),
             }),
         }
     }
@@ -968,47 +974,6 @@ impl Drop for Session {
     }
 }
 
-/// Reads the session executor's events: each result goes to the call that
-/// waits for it, each progress event to its client when it asked for it,
-/// each log line to its client when at or above the session's level. A
-/// call's log lines come out of the executor before its result, and each
-/// is handed to the transport before the next event is read, so the client
-/// gets them before the result.
-async fn route_events(
-    mut executor: Executor,
-    routes: Arc<Mutex<HashMap<String, Route>>>,
-    log_level: Arc<AtomicU8>,
-) {
-    while let Some(event) = executor.next().await {
-        match event {
-            ExecutorEvent::Result(result) => {
-                let route = lock(&routes).remove(&result.id);
-                if let Some(route) = route {
-                    let _ = route.result.send(*result);
-                }
-            }
-            ExecutorEvent::Progress(event) => {
-                let note = lock(&routes)
-                    .get_mut(&event.tool_use_id)
-                    .and_then(|r| r.progress.as_mut())
-                    .and_then(|p| p.next(&event));
-                if let Some((peer, param)) = note {
-                    let _ = peer.notify_progress(param).await;
-                }
-            }
-            ExecutorEvent::Log(event) => {
-                let peer = lock(&routes)
-                    .get(&event.tool_use_id)
-                    .map(|r| r.peer.clone());
-                if let Some(peer) = peer {
-                    logging::send(&peer, &event, log_level.load(Ordering::Relaxed)).await;
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -1017,10 +982,7 @@ impl Progress {
     /// The notification for `event`: the fraction done (of 1) when the
     /// tool says it, else a count of updates; none when the value would go
     /// backwards.
-    fn next(
-        &mut self,
-        event: &ProgressEvent,
-    ) -> Option<(Peer<RoleServer>, ProgressNotificationParam)> {
+    fn next(&mut self, event: &ProgressEvent) -> Option<ProgressNotificationParam> {
         self.count += 1.0;
         let (value, total) = match event.fraction {
             Some(f) => (f64::from(f.clamp(0.0, 1.0)), Some(1.0)),
@@ -1035,7 +997,7 @@ impl Progress {
         if let Some(total) = total {
             param = param.with_total(total);
         }
-        Some((self.peer.clone(), param))
+        Some(param)
     }
 }
 
@@ -1355,6 +1317,14 @@ impl ServerHandler for McpServer {
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.task_request(request, context).await
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -1395,46 +1365,53 @@ impl ServerHandler for McpServer {
             session.id_prefix,
             session.next_id.fetch_add(1, Ordering::Relaxed)
         );
-        let (tx, rx) = oneshot::channel();
-        let progress = context.meta.get_progress_token().map(|token| Progress {
-            peer: context.peer.clone(),
+        let mut progress = context.meta.get_progress_token().map(|token| Progress {
             token,
             last: 0.0,
             count: 0.0,
         });
-        lock(&session.routes).insert(
-            id.clone(),
-            Route {
-                result: tx,
-                progress,
-                peer: context.peer.clone(),
-            },
-        );
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        session
-            .executor
-            .add(ToolUse::new(id.clone(), request.name.as_ref(), input));
+        let mut events =
+            session
+                .executor
+                .submit(ToolUse::new(id.clone(), request.name.as_ref(), input));
         if let Some(received) = received {
             received.turn.take();
         }
-        tokio::select! {
-            result = rx => match result {
-                Ok(result) => {
-                    if session.found_tools(&result) {
-                        let _ = context.peer.notify_tool_list_changed().await;
+        // The call's progress and log lines come before its result, and
+        // each is handed to the transport before the next is read.
+        loop {
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(ExecutorEvent::Result(result)) => {
+                        if session.found_tools(&result) {
+                            let _ = context.peer.notify_tool_list_changed().await;
+                        }
+                        let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
+                        return Ok(mcp_result(*result, lists_output_schema, spilled).into());
                     }
-                    let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
-                    Ok(mcp_result(result, lists_output_schema, spilled).into())
+                    Some(ExecutorEvent::Progress(event)) => {
+                        if let Some(param) = progress.as_mut().and_then(|p| p.next(&event)) {
+                            let _ = context.peer.notify_progress(param).await;
+                        }
+                    }
+                    Some(ExecutorEvent::Log(event)) => {
+                        let level = session.log_level.load(Ordering::Relaxed);
+                        logging::send(&context.peer, &event, level).await;
+                    }
+                    Some(_) => {}
+                    None => {
+                        return Err(ErrorData::internal_error("the session's executor stopped", None));
+                    }
+                },
+                () = context.ct.cancelled() => {
+                    session.executor.cancel(id);
+                    return Err(cancelled_by_client());
                 }
-                Err(_) => Err(ErrorData::internal_error("the session's executor stopped", None)),
-            },
-            () = context.ct.cancelled() => {
-                session.executor.cancel(id);
-                Err(cancelled_by_client())
-            }
-            () = closed.cancelled() => {
-                session.executor.cancel(id);
-                Err(connection_closed())
+                () = closed.cancelled() => {
+                    session.executor.cancel(id);
+                    return Err(connection_closed());
+                }
             }
         }
     }

@@ -265,6 +265,8 @@ struct RawStdio {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
     stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// The reply to `initialize`.
+    initialized: serde_json::Value,
 }
 
 impl RawStdio {
@@ -284,6 +286,7 @@ impl RawStdio {
         ));
         let reply = server.next();
         assert_eq!(reply["id"], 0, "{reply}");
+        server.initialized = reply;
         server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         server
     }
@@ -295,6 +298,7 @@ impl RawStdio {
             child,
             stdin,
             stdout,
+            initialized: serde_json::Value::Null,
         }
     }
 
@@ -666,17 +670,19 @@ impl Http {
     }
 
     /// `initialize`, then `notifications/initialized`: the connection is in
-    /// a session from then on.
-    fn initialize(&mut self) {
+    /// a session from then on. Returns the reply to `initialize`.
+    fn initialize(&mut self) -> serde_json::Value {
         let reply = self.open_session(0);
         assert_eq!(reply.status, 200, "{}", reply.body);
         self.session = Some(reply.headers["mcp-session-id"].clone());
+        let initialized = reply.message();
         let reply = self.request(
             "POST",
             "/mcp",
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         );
         assert_eq!(reply.status, 202, "{}", reply.body);
+        initialized
     }
 
     /// An `initialize` request, which opens a session.
@@ -1044,4 +1050,358 @@ fn a_calls_log_lines_come_before_its_reply_in_order_at_the_sessions_level() {
         next["id"], 25,
         "nothing of the call after its reply: {next}"
     );
+}
+
+/// A JSON-RPC request line.
+fn request_line(id: u64, method: &str, params: serde_json::Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// A `tools/call` that asks to run as a task kept `ttl` ms.
+fn task_call_line(id: u64, tool: &str, arguments: serde_json::Value, ttl: u64) -> String {
+    request_line(
+        id,
+        "tools/call",
+        serde_json::json!({"name": tool, "arguments": arguments, "task": {"ttl": ttl}}),
+    )
+}
+
+/// The `tasks` capability of MCP 2025-11-25, as Airlock declares it.
+fn tasks_capability() -> serde_json::Value {
+    serde_json::json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+}
+
+/// The task a `CreateTaskResult` reply holds, checked for the fields every
+/// task carries; and its id.
+fn created_task(reply: &serde_json::Value) -> (serde_json::Value, String) {
+    let task = reply["result"]["task"].clone();
+    let id = task["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {reply}"))
+        .to_owned();
+    assert_eq!(id.len(), 32, "{task}");
+    assert!(task["pollInterval"].as_u64().is_some(), "{task}");
+    for time in ["createdAt", "lastUpdatedAt"] {
+        let at = task[time].as_str().unwrap_or_default();
+        assert!(
+            at.len() == 24 && at.as_bytes()[10] == b'T' && at.ends_with('Z'),
+            "{time}: {task}"
+        );
+    }
+    (task, id)
+}
+
+/// A call asked to run as a task (MCP 2025-11-25) is answered at once with
+/// a working task; `tasks/get` and `tasks/list` show it, `tasks/result`
+/// waits for it and returns the call's result tied to the task, and then
+/// it is completed; every tool says it may run as a task, and a plain call
+/// is answered as before (issue 14).
+#[test]
+fn a_call_run_as_a_task_over_stdio_is_answered_at_once_polled_and_its_result_fetched() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let mut server = RawStdio::start(home.path(), &[], "{}");
+    assert_eq!(
+        server.initialized["result"]["capabilities"]["tasks"],
+        tasks_capability(),
+        "{}",
+        server.initialized
+    );
+    server.send(&request_line(1, "tools/list", json!({})));
+    let listed = server.reply();
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == "sleep"), "{listed}");
+    for tool in tools {
+        assert_eq!(
+            tool["execution"],
+            json!({"taskSupport": "optional"}),
+            "{tool}"
+        );
+    }
+
+    server.send(&call_line(2, "sleep", json!({"ms": 0})));
+    let plain = server.reply();
+    assert!(!call_text(&plain).1, "{plain}");
+    assert!(plain["result"].get("task").is_none(), "{plain}");
+    assert!(plain["result"].get("_meta").is_none(), "{plain}");
+
+    let started = Instant::now();
+    server.send(&task_call_line(3, "sleep", json!({"ms": 300}), 60_000));
+    let created = server.reply();
+    assert_eq!(created["id"], 3, "{created}");
+    let (task, id) = created_task(&created);
+    assert_eq!(task["status"], "working", "{created}");
+    assert_eq!(task["ttl"], 60_000, "{created}");
+    assert!(created["result"].get("content").is_none(), "{created}");
+
+    server.send(&request_line(4, "tasks/get", json!({"taskId": id})));
+    let polled = server.reply();
+    assert_eq!(polled["result"]["taskId"], id.as_str(), "{polled}");
+    assert_eq!(polled["result"]["status"], "working", "{polled}");
+
+    server.send(&request_line(5, "tasks/list", json!({})));
+    let listed = server.reply();
+    let ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert_eq!(ids, [id.as_str()], "{listed}");
+
+    // The reply to `id`, and the task status notifications before it.
+    let mut statuses = Vec::new();
+    let mut until_reply = |server: &mut RawStdio, id: u64| loop {
+        let message = server.next();
+        if message["method"] == "notifications/tasks/status" {
+            statuses.push(message["params"].clone());
+        } else if message.get("method").is_none() {
+            assert_eq!(message["id"], id, "{message}");
+            break message;
+        }
+    };
+    server.send(&request_line(6, "tasks/result", json!({"taskId": id})));
+    let result = until_reply(&mut server, 6);
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "tasks/result did not wait for the call"
+    );
+    assert!(!call_text(&result).1, "{result}");
+    assert_eq!(
+        call_text(&result).0,
+        "Slept 300 ms.",
+        "the call's own result"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"],
+        json!({"taskId": id}),
+        "{result}"
+    );
+    // The task's end was also sent, once: the task ended before
+    // `tasks/result` answered, and this reply comes after that one.
+    server.send(&request_line(7, "tasks/get", json!({"taskId": id})));
+    let done = until_reply(&mut server, 7);
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0]["taskId"], id.as_str());
+    assert_eq!(statuses[0]["status"], "completed");
+    server.send(&request_line(8, "tasks/cancel", json!({"taskId": id})));
+    let refused = server.reply();
+    assert_eq!(refused["error"]["code"], -32602, "an ended task: {refused}");
+
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for (n, method) in [(9, "tasks/get"), (10, "tasks/result"), (11, "tasks/cancel")] {
+        server.send(&request_line(n, method, json!({"taskId": unknown})));
+        let reply = server.reply();
+        assert_eq!(reply["error"]["code"], -32602, "{method}: {reply}");
+    }
+}
+
+/// `tasks/cancel` cancels a working task's call in the executor: the task
+/// is `cancelled`, its result is an error, and an exclusive call sent next
+/// runs at once instead of waiting for a minute's sleep (issue 14).
+#[test]
+fn a_cancelled_task_stops_its_call() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    server.send(&task_call_line(1, "sleep", json!({"ms": 60_000}), 600_000));
+    let (_, id) = created_task(&server.reply());
+    std::thread::sleep(Duration::from_millis(300));
+    server.send(&request_line(2, "tasks/cancel", json!({"taskId": id})));
+    let cancelled = server.reply();
+    assert_eq!(cancelled["result"]["taskId"], id.as_str(), "{cancelled}");
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+
+    let started = Instant::now();
+    let target = format!("{ws}/after.txt");
+    server.send(&call_line(
+        3,
+        "write",
+        json!({"file_path": target, "content": "x"}),
+    ));
+    let written = server.reply();
+    assert!(!call_text(&written).1, "{written}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the write waited {:?} for the cancelled sleep",
+        started.elapsed()
+    );
+
+    server.send(&request_line(4, "tasks/get", json!({"taskId": id})));
+    assert_eq!(server.reply()["result"]["status"], "cancelled");
+    server.send(&request_line(5, "tasks/result", json!({"taskId": id})));
+    let result = server.reply();
+    let message = result["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cancelled"), "{result}");
+}
+
+/// A call run as a task takes its turn as any call does: a `write` sent as
+/// a task and a `read` of its file written right behind it reach the
+/// executor in that order, so each read finds what its write wrote
+/// (issue 14).
+#[test]
+fn a_task_takes_its_turn_in_the_order_calls_were_written() {
+    use serde_json::json;
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    const ROUNDS: u64 = 100;
+    let lines: Vec<String> = (0..ROUNDS)
+        .flat_map(|k| {
+            let file = format!("{ws}/f{k}.txt");
+            [
+                task_call_line(
+                    2 * k + 1,
+                    "write",
+                    json!({"file_path": file, "content": format!("v{k}\n")}),
+                    60_000,
+                ),
+                call_line(2 * k + 2, "read", json!({"file_path": file})),
+            ]
+        })
+        .collect();
+    server.send(&lines.join("\n"));
+    let mut replies = HashMap::new();
+    for _ in 0..2 * ROUNDS {
+        let reply = server.reply();
+        replies.insert(reply["id"].as_u64().unwrap(), reply);
+    }
+    for k in 0..ROUNDS {
+        created_task(&replies[&(2 * k + 1)]);
+        let (read, failed) = call_text(&replies[&(2 * k + 2)]);
+        assert!(
+            !failed && read.contains(&format!("v{k}")),
+            "read {k} overtook the task before it: {read}"
+        );
+    }
+}
+
+/// A task is forgotten when its ttl ends, and its call, still running, is
+/// cancelled then: an exclusive call sent next runs at once (issue 14).
+#[test]
+fn a_task_is_forgotten_when_its_ttl_ends_and_its_call_is_stopped() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    server.send(&task_call_line(1, "sleep", json!({"ms": 60_000}), 1000));
+    let (task, id) = created_task(&server.reply());
+    assert_eq!(task["ttl"], 1000, "{task}");
+    server.send(&request_line(2, "tasks/get", json!({"taskId": id})));
+    assert_eq!(server.reply()["result"]["status"], "working");
+    std::thread::sleep(Duration::from_millis(1500));
+    server.send(&request_line(3, "tasks/get", json!({"taskId": id})));
+    let gone = server.reply();
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let started = Instant::now();
+    let target = format!("{ws}/after.txt");
+    server.send(&call_line(
+        4,
+        "write",
+        json!({"file_path": target, "content": "x"}),
+    ));
+    let written = server.reply();
+    assert!(!call_text(&written).1, "{written}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the write waited {:?} for the expired task's sleep",
+        started.elapsed()
+    );
+}
+
+/// Over HTTP, a session's tasks are its own: another session cannot see,
+/// list, wait for or cancel them; the session that made one gets its
+/// result (issue 14).
+#[test]
+fn tasks_over_http_belong_to_the_session_that_made_them() {
+    use serde_json::json;
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut owner = Http::connect(server.addr);
+    let initialized = owner.initialize();
+    assert_eq!(
+        initialized["result"]["capabilities"]["tasks"],
+        tasks_capability(),
+        "{initialized}"
+    );
+    let mut other = Http::connect(server.addr);
+    other.initialize();
+    let post = |client: &mut Http, line: String| {
+        let reply = client.request("POST", "/mcp", &line);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.message()
+    };
+
+    let listed = post(&mut owner, request_line(1, "tools/list", json!({})));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(!tools.is_empty(), "{listed}");
+    for tool in tools {
+        assert_eq!(tool["execution"]["taskSupport"], "optional", "{tool}");
+    }
+
+    let created = post(
+        &mut owner,
+        task_call_line(2, "sleep", json!({"ms": 300}), 60_000),
+    );
+    let (task, id) = created_task(&created);
+    assert_eq!(task["status"], "working", "{created}");
+
+    for (n, method) in [(3, "tasks/get"), (4, "tasks/result"), (5, "tasks/cancel")] {
+        let reply = post(&mut other, request_line(n, method, json!({"taskId": id})));
+        assert_eq!(reply["error"]["code"], -32602, "{method}: {reply}");
+    }
+    let theirs = post(&mut other, request_line(6, "tasks/list", json!({})));
+    assert_eq!(theirs["result"]["tasks"], json!([]), "{theirs}");
+
+    let mine = post(&mut owner, request_line(7, "tasks/list", json!({})));
+    assert_eq!(mine["result"]["tasks"][0]["taskId"], id.as_str(), "{mine}");
+    let result = post(
+        &mut owner,
+        request_line(8, "tasks/result", json!({"taskId": id})),
+    );
+    assert!(!call_text(&result).1, "{result}");
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str(),
+        "{result}"
+    );
+    let done = post(
+        &mut owner,
+        request_line(9, "tasks/get", json!({"taskId": id})),
+    );
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+}
+
+/// Tasks through the Python SDK's own 2025-11-25 types, over stdio and
+/// HTTP (`tests/mcp/tasks.py`): every reply reads as the SDK's models; a
+/// task answered at once, polled, listed and its result fetched, a long
+/// one cancelled (which stops it), another session's task not found.
+#[test]
+fn tasks_reach_the_python_sdk() {
+    let workspace = tempfile::tempdir().unwrap();
+    let out = python_client("tasks.py", &[&workspace.path().canonicalize().unwrap()]);
+    println!("{out}");
 }
