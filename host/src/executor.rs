@@ -32,9 +32,10 @@
 //! The scheduler is one task that owns the [`ToolContext`]. It classifies
 //! a use whose tool declares no `classify` export itself, from the
 //! descriptor (so the use starts without a hand-off); one that runs guest
-//! code to classify is classified in a task of its own. Each use runs in a
-//! task of its own that reports back, so concurrency-safe uses run in parallel and a guest
-//! never holds up the scheduler. A use added with
+//! code to classify is classified in a task of its own. In a batch, an
+//! exclusive use (which runs alone) runs in the scheduler's task too; any
+//! other use runs in a task of its own that reports back, so
+//! concurrency-safe uses run in parallel. A use added with
 //! [`ExecutorHandle::submit`] gets its progress, log lines and result on a
 //! channel of its own, in that order, with no task in between; a cancel
 //! reaches a running use's token at once, from the caller.
@@ -352,7 +353,7 @@ struct Tracked {
 }
 
 /// Work the scheduler polls itself: the classification of a use whose
-/// tool declares no `classify` export.
+/// tool declares no `classify` export, and a batch's exclusive use.
 type Work = Pin<Box<dyn Future<Output = Report> + Send>>;
 
 /// What a classification or an execution reports.
@@ -703,11 +704,24 @@ impl Scheduler {
             progress: self.progress.clone(),
             cancel,
         };
-        let reports = self.reports_tx.clone();
-        tokio::spawn(async move {
+        let run = async move {
             let completed = pipeline::execute(&airlock, &snapshot, *prepared, control).await;
-            let _ = reports.send(Report::Finished(i, Box::new(completed), concurrency_safe));
-        });
+            Report::Finished(i, Box::new(completed), concurrency_safe)
+        };
+        // In a batch, an exclusive use runs in this task: nothing may start
+        // beside it, its result leaves in its place whatever task ran it,
+        // and a cancel or interrupt reaches its token without this task.
+        // Anything else runs in a task of its own (in parallel; and in a
+        // session, where results leave as they finish, a use run here
+        // could be answered before an earlier result's reader woke).
+        if self.mode == Mode::Batch && !concurrency_safe {
+            self.work.push(Box::pin(run));
+        } else {
+            let reports = self.reports_tx.clone();
+            tokio::spawn(async move {
+                let _ = reports.send(run.await);
+            });
+        }
     }
 
     /// Sends every result whose predecessors are all out (in a batch) or
