@@ -16,12 +16,25 @@
 //!   difference is what MCP (transport, JSON-RPC, rmcp, the session
 //!   executor) adds.
 //! - `mcp_call/in_process_session_executor_sleep_0`: the same call through
-//!   a session [`airlock_host::Executor`] in this process (what the MCP
-//!   server runs each call through).
+//!   a session [`airlock_host::Executor`] in this process, its result read
+//!   from the executor's events; `..._submit_sleep_0`: submitted, its
+//!   result read from its own channel (what the MCP server does).
 //! - `mcp_start/tools_list`: from spawning `airlock mcp` to reading its
 //!   `tools/list` reply (initialize, initialized, tools/list), with a warm
 //!   artifact cache.
+//! - `mcp_start/tools_list_empty_cache`: the same with an empty artifact
+//!   cache (a first start): the bundled tools are listed from this build's
+//!   record of them while they compile in the background.
 //! - `mcp_start/spawn_bin_true`: spawning `/bin/true` and waiting for it.
+//! - `mcp_peers/*`: Airlock and a peer, Wassette, side by side through the
+//!   same client, each measurement of one next to the other's: one call at
+//!   a time (`airlock_sleep_0`, `wassette_echo`), 64 in flight
+//!   (`..._pipelined`, time per call), and process start to the
+//!   `tools/list` reply (`..._tools_list`). Wassette is measured only when
+//!   `AIRLOCK_PEER_WASSETTE` names its binary and
+//!   `AIRLOCK_PEER_WASSETTE_PLUGINS` a directory holding an echo component
+//!   (exporting `echo: func(message: string) -> string`); otherwise the
+//!   group is skipped with a line saying so.
 //!
 //! Run with `cargo bench -p airlock-host --features mcp --bench mcp_stdio`.
 
@@ -29,7 +42,7 @@ use airlock_host::{Airlock, Config, ToolUse};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -136,16 +149,23 @@ impl Server {
     }
 
     fn call_sleep_0(&mut self) {
-        let result = self.request("tools/call", sleep_0());
-        assert_eq!(result["isError"], false, "{result}");
+        self.call(&sleep_0(), sleep_ok);
     }
 
-    /// `n` calls in flight at once; the replies may come in any order.
-    fn call_sleep_0_pipelined(&mut self, n: usize) {
-        let params = sleep_0();
+    /// One `tools/call` with `params`; `ok` checks its result.
+    fn call(&mut self, params: &Value, ok: fn(&Value) -> bool) {
+        let id = self.send("tools/call", params);
+        self.stdin.flush().expect("the server reads");
+        let result = self.reply(id);
+        assert!(ok(&result), "{result}");
+    }
+
+    /// `n` calls with `params` in flight at once; the replies may come in
+    /// any order.
+    fn call_pipelined(&mut self, params: &Value, ok: fn(&Value) -> bool, n: usize) {
         let first = self.next_id;
         for _ in 0..n {
-            self.send("tools/call", &params);
+            self.send("tools/call", params);
         }
         self.stdin.flush().expect("the server reads");
         let mut seen = vec![false; n];
@@ -156,7 +176,7 @@ impl Server {
             assert!(read > 0, "the server closed stdout");
             let message: Value = serde_json::from_str(&line).expect("one JSON message a line");
             let id = message["id"].as_u64().expect("a reply");
-            assert_eq!(message["result"]["isError"], false, "{line}");
+            assert!(ok(&message["result"]), "{line}");
             seen[usize::try_from(id - first).expect("an id of this batch")] = true;
         }
         assert!(seen.iter().all(|&s| s), "every call got its reply");
@@ -165,6 +185,23 @@ impl Server {
 
 fn sleep_0() -> Value {
     json!({"name": "sleep", "arguments": {"ms": 0}})
+}
+
+fn sleep_ok(result: &Value) -> bool {
+    result["isError"] == false
+}
+
+/// Time per call of `iters` calls made [`IN_FLIGHT`] at a time.
+fn pipelined(server: &mut Server, params: &Value, ok: fn(&Value) -> bool, iters: u64) -> Duration {
+    let batches = iters.div_ceil(IN_FLIGHT as u64);
+    let start = Instant::now();
+    for _ in 0..batches {
+        server.call_pipelined(params, ok, IN_FLIGHT);
+    }
+    // Time per call, scaled back to the `iters` calls asked for.
+    start
+        .elapsed()
+        .mul_f64(iters as f64 / (batches * IN_FLIGHT as u64) as f64)
 }
 
 /// How many calls the pipelined bench keeps in flight.
@@ -202,17 +239,7 @@ fn mcp(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(10));
     group.bench_function("stdio_sleep_0", |b| b.iter(|| server.call_sleep_0()));
     group.bench_function("stdio_sleep_0_pipelined", |b| {
-        b.iter_custom(|iters| {
-            let batches = iters.div_ceil(IN_FLIGHT as u64);
-            let start = Instant::now();
-            for _ in 0..batches {
-                server.call_sleep_0_pipelined(IN_FLIGHT);
-            }
-            // Time per call, scaled back to the `iters` calls asked for.
-            start
-                .elapsed()
-                .mul_f64(iters as f64 / (batches * IN_FLIGHT as u64) as f64)
-        })
+        b.iter_custom(|iters| pipelined(&mut server, &sleep_0(), sleep_ok, iters))
     });
     group.bench_function("stdio_ping", |b| {
         b.iter(|| server.request("ping", json!({})))
@@ -267,6 +294,29 @@ fn mcp(c: &mut Criterion) {
             })
         })
     });
+    let handle = executor.handle();
+    group.bench_function("in_process_session_executor_submit_sleep_0", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let mut events =
+                        handle.submit(ToolUse::new("toolu_bench", "sleep", json!({ "ms": 0 })));
+                    loop {
+                        match events.next().await {
+                            Some(airlock_host::ExecutorEvent::Result(r)) => {
+                                assert!(!r.is_error(), "{}", r.text());
+                                break;
+                            }
+                            Some(_) => {}
+                            None => panic!("the executor closed"),
+                        }
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
     group.finish();
     drop(server);
 
@@ -279,6 +329,17 @@ fn mcp(c: &mut Criterion) {
             assert!(server.start() > 0);
         })
     });
+    group.bench_function("tools_list_empty_cache", |b| {
+        b.iter_batched(
+            || tempfile::tempdir().expect("a temp dir"),
+            |fresh_home| {
+                let mut server = Server::spawn(fresh_home.path(), workspace.path());
+                assert!(server.start() > 0);
+                (server, fresh_home)
+            },
+            criterion::BatchSize::PerIteration,
+        )
+    });
     group.bench_function("spawn_bin_true", |b| {
         b.iter(|| {
             let status = Command::new("/bin/true").status().expect("/bin/true runs");
@@ -288,5 +349,104 @@ fn mcp(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, mcp);
+/// A peer MCP server measured side by side with `airlock mcp`.
+struct Peer {
+    binary: PathBuf,
+    plugins: PathBuf,
+}
+
+impl Peer {
+    /// Wassette, from `AIRLOCK_PEER_WASSETTE` (its binary) and
+    /// `AIRLOCK_PEER_WASSETTE_PLUGINS` (its plugin directory).
+    fn wassette() -> Option<Peer> {
+        Some(Peer {
+            binary: std::env::var_os("AIRLOCK_PEER_WASSETTE")?.into(),
+            plugins: std::env::var_os("AIRLOCK_PEER_WASSETTE_PLUGINS")?.into(),
+        })
+    }
+
+    /// `wassette serve --stdio`, loading every component in its plugin
+    /// directory.
+    fn spawn(&self, home: &Path) -> Server {
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("serve")
+            .arg("--stdio")
+            .arg("--plugin-dir")
+            .arg(&self.plugins);
+        Server::spawn_command(command, home)
+    }
+}
+
+fn echo() -> Value {
+    json!({"name": "echo", "arguments": {"message": "hi"}})
+}
+
+fn echo_ok(result: &Value) -> bool {
+    result["isError"] != true && result["content"][0]["text"] == "hi"
+}
+
+fn peers(c: &mut Criterion) {
+    let Some(wassette) = Peer::wassette() else {
+        println!(
+            "mcp_peers: skipped. To measure Wassette side by side, set AIRLOCK_PEER_WASSETTE \
+             to a wassette binary built from https://github.com/microsoft/wassette and \
+             AIRLOCK_PEER_WASSETTE_PLUGINS to a directory holding an echo component \
+             (wasm32-wasip2, exporting `echo: func(message: string) -> string`)."
+        );
+        return;
+    };
+    let home = tempfile::tempdir().expect("a temp dir");
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    // The first start compiles the tools into the artifact cache.
+    assert!(Server::spawn(home.path(), workspace.path()).start() > 0);
+    let mut airlock = Server::spawn(home.path(), workspace.path());
+    airlock.start();
+    airlock.call_sleep_0();
+    let mut peer = wassette.spawn(home.path());
+    peer.start();
+    let listed = peer.request("tools/list", json!({}));
+    let tools = listed["tools"].as_array();
+    assert!(
+        tools.is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "echo")),
+        "Wassette lists no `echo` tool (is the echo component in {}?): {listed}",
+        wassette.plugins.display()
+    );
+    peer.call(&echo(), echo_ok);
+
+    let mut group = c.benchmark_group("mcp_peers");
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("airlock_sleep_0", |b| {
+        b.iter(|| airlock.call(&sleep_0(), sleep_ok))
+    });
+    group.bench_function("wassette_echo", |b| b.iter(|| peer.call(&echo(), echo_ok)));
+    group.bench_function("airlock_sleep_0_pipelined", |b| {
+        b.iter_custom(|iters| pipelined(&mut airlock, &sleep_0(), sleep_ok, iters))
+    });
+    group.bench_function("wassette_echo_pipelined", |b| {
+        b.iter_custom(|iters| pipelined(&mut peer, &echo(), echo_ok, iters))
+    });
+    drop(airlock);
+    drop(peer);
+    // From spawning the process to reading its `tools/list` reply; the
+    // process is ended outside the measurement.
+    group.sample_size(30);
+    group.bench_function("airlock_tools_list", |b| {
+        b.iter_with_large_drop(|| {
+            let mut server = Server::spawn(home.path(), workspace.path());
+            assert!(server.start() > 0);
+            server
+        })
+    });
+    group.bench_function("wassette_tools_list", |b| {
+        b.iter_with_large_drop(|| {
+            let mut server = wassette.spawn(home.path());
+            assert!(server.start() > 0);
+            server
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, mcp, peers);
 criterion_main!(benches);
