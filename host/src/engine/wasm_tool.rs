@@ -111,21 +111,7 @@ impl WasmTool {
         bytes: Arc<[u8]>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        let digest = digest(&bytes).await;
-        let key = engine.cache().map(|c| c.key_for(&digest));
-        if let Some(key) = &key {
-            if let Some(tool) = WasmTool::from_cache(engine, &bytes, &digest, key, &origin).await {
-                return Ok(tool);
-            }
-            if let Some(error) = remembered_failure(engine, key).await {
-                return Err(error);
-            }
-        }
-        let loaded = WasmTool::compile(engine, bytes, digest, key.clone(), origin).await;
-        if let (Err(error), Some(key)) = (&loaded, key) {
-            remember_failure(engine, key, error.clone()).await;
-        }
-        loaded
+        WasmTool::list_from(engine, bytes, origin, &Snapshot::default()).await
     }
 
     /// Loads a component like [`WasmTool::load`], except that a component
