@@ -44,6 +44,24 @@ pub struct HostMount {
     pub id: (u64, u64),
 }
 
+impl HostMount {
+    /// A path that opens this very directory, whatever its configured path
+    /// names now: its handle's entry in `/proc/self/fd` (`/dev/fd`
+    /// elsewhere). Each call's sandbox is built through it, so a granted
+    /// directory moved away, or replaced by a link to elsewhere, after it
+    /// was granted is not followed.
+    pub fn handle_path(&self) -> PathBuf {
+        use std::os::fd::{AsFd, AsRawFd};
+        let fd = self.dir.as_fd().as_raw_fd();
+        let table = if cfg!(target_os = "linux") {
+            "/proc/self/fd"
+        } else {
+            "/dev/fd"
+        };
+        PathBuf::from(format!("{table}/{fd}"))
+    }
+}
+
 /// When the agent last saw a file: the host's own stamp of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct FileStamp {
@@ -516,13 +534,33 @@ fn open_mount(configured: &Path, guest: Option<&str>) -> Result<HostMount, LoadE
         .dir_metadata()
         .map_err(|e| LoadError::Grants(format!("{}: {e}", host.display())))?;
     let id = (meta.dev(), meta.ino());
-    Ok(HostMount {
+    let mount = HostMount {
         guest,
         host,
         dir,
         configured: configured.to_path_buf(),
         id,
-    })
+    };
+    let through_handle = std::fs::metadata(mount.handle_path())
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        })
+        .map_err(|e| {
+            LoadError::Grants(format!(
+                "{}: cannot reopen it through {} ({e}); is /proc mounted?",
+                mount.host.display(),
+                mount.handle_path().display()
+            ))
+        })?;
+    if through_handle != id {
+        return Err(LoadError::Grants(format!(
+            "{}: {} names another directory",
+            mount.host.display(),
+            mount.handle_path().display()
+        )));
+    }
+    Ok(mount)
 }
 
 /// Refuses a grant that reaches Airlock's own state: a writable grant

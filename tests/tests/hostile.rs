@@ -580,6 +580,56 @@ async fn fs13_to_fs16_read_only_mounts_refuse_every_mutation() {
     );
 }
 
+/// A grant names the directory that was opened when it was granted, not
+/// whatever its path names at call time: moving a granted directory away
+/// and putting a symbolic link to elsewhere in its place (a swap from
+/// outside, between two calls) reaches nothing new.
+#[tokio::test]
+async fn grants_stay_bound_to_the_directories_opened_at_load() {
+    let (ws, ro, outside, config) = fs_setup();
+    let airlock = hostile(config).await;
+    let ws_guest = path_in(ws.path(), "");
+    let ws_guest = ws_guest.trim_end_matches('/');
+    assert_eq!(
+        ok_text(&probe(&airlock, "read", "/ro/ro.txt", "", 0).await),
+        "ok: read only"
+    );
+    let moved = tempfile::tempdir().unwrap();
+    for granted in [ro.path(), ws.path()] {
+        let name = granted.file_name().unwrap();
+        std::fs::rename(granted, moved.path().join(name)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), granted).unwrap();
+    }
+    for path in [
+        "/ro/secret.txt".to_string(),
+        format!("{ws_guest}/secret.txt"),
+    ] {
+        let r = probe(&airlock, "read", &path, "", 0).await;
+        assert!(
+            r.is_error() && !r.text().contains("TOP SECRET"),
+            "{path} reached the directory swapped in: {}",
+            r.text()
+        );
+    }
+    assert_eq!(
+        ok_text(&probe(&airlock, "read", "/ro/ro.txt", "", 0).await),
+        "ok: read only",
+        "the mount is still the directory granted"
+    );
+    assert_eq!(
+        ok_text(&probe(&airlock, "read", &format!("{ws_guest}/inside.txt"), "", 0).await),
+        "ok: inside",
+        "the workspace is still the directory granted"
+    );
+    let r = probe(&airlock, "write", &format!("{ws_guest}/planted.txt"), "", 0).await;
+    assert_eq!(ok_text(&r), "ok: wrote");
+    assert!(!outside.path().join("planted.txt").exists());
+    for granted in [ro.path(), ws.path()] {
+        std::fs::remove_file(granted).unwrap();
+        std::fs::rename(moved.path().join(granted.file_name().unwrap()), granted).unwrap();
+    }
+}
+
 // E. Interface confinement
 
 #[tokio::test]
