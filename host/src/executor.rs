@@ -336,10 +336,7 @@ impl Executor {
 enum State {
     Classifying,
     Queued(Box<Prepared>),
-    Running {
-        concurrency_safe: bool,
-        cancel: CancellationToken,
-    },
+    Running { cancel: CancellationToken },
     Done(Box<ToolResult>),
     Emitted,
 }
@@ -378,6 +375,12 @@ struct Scheduler {
     /// pending use); `uses[0]` is use number `base`.
     uses: VecDeque<Tracked>,
     base: usize,
+    /// How many uses run, concurrency-safe and not, and how many are done
+    /// and not yet emitted: kept as counts, so deciding what may start and
+    /// what may leave costs the same with 10 or 10,000 uses waiting.
+    running_safe: usize,
+    running_exclusive: usize,
+    ready: usize,
     started: Instant,
     batch: CancellationToken,
     interrupted: bool,
@@ -410,6 +413,9 @@ impl Scheduler {
             mode,
             uses: VecDeque::new(),
             base: 0,
+            running_safe: 0,
+            running_exclusive: 0,
+            ready: 0,
             started: Instant::now(),
             batch,
             interrupted: false,
@@ -547,9 +553,11 @@ impl Scheduler {
     }
 
     fn set_state(&mut self, i: usize, state: State) {
-        if let Some(tracked) = self.slot(i) {
-            tracked.state = state;
-        }
+        let done = matches!(state, State::Done(_));
+        let Some(tracked) = self.slot(i) else { return };
+        let was_done = matches!(tracked.state, State::Done(_));
+        tracked.state = state;
+        self.ready = self.ready + usize::from(done) - usize::from(was_done);
     }
 
     fn track(
@@ -587,6 +595,11 @@ impl Scheduler {
             }
             Report::Finished(i, completed, concurrency_safe) => {
                 lock(&self.running).remove(&i);
+                if concurrency_safe {
+                    self.running_safe -= 1;
+                } else {
+                    self.running_exclusive -= 1;
+                }
                 self.forward_sent();
                 let at = self.now();
                 let Some(tracked) = self.slot(i) else { return };
@@ -665,17 +678,7 @@ impl Scheduler {
                 State::Classifying => return,
                 State::Queued(prepared) => prepared.concurrency_safe(),
             };
-            let running: Vec<bool> = self
-                .uses
-                .iter()
-                .filter_map(|u| match u.state {
-                    State::Running {
-                        concurrency_safe, ..
-                    } => Some(concurrency_safe),
-                    _ => None,
-                })
-                .collect();
-            let allowed = running.is_empty() || (safe && running.iter().all(|&s| s));
+            let allowed = self.running_exclusive == 0 && (safe || self.running_safe == 0);
             if !allowed {
                 return;
             }
@@ -687,12 +690,16 @@ impl Scheduler {
         let i = self.base + at;
         let cancel = self.batch.child_token();
         let running = State::Running {
-            concurrency_safe,
             cancel: cancel.clone(),
         };
         let State::Queued(prepared) = std::mem::replace(&mut self.uses[at].state, running) else {
             return;
         };
+        if concurrency_safe {
+            self.running_safe += 1;
+        } else {
+            self.running_exclusive += 1;
+        }
         let _ = self.events.send(ExecutorEvent::Started {
             tool_use_id: self.uses[at].id.clone(),
             at: self.now(),
@@ -729,11 +736,15 @@ impl Scheduler {
     /// the front that are out.
     fn emit_ready(&mut self) {
         for tracked in self.uses.iter_mut() {
+            if self.ready == 0 {
+                break;
+            }
             match tracked.state {
                 State::Done(_) => {
                     if let State::Done(result) =
                         std::mem::replace(&mut tracked.state, State::Emitted)
                     {
+                        self.ready -= 1;
                         let event = ExecutorEvent::Result(result);
                         let _ = match tracked.reply.take() {
                             Some(reply) => reply.send(event),
