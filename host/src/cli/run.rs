@@ -50,23 +50,34 @@ pub(crate) async fn run(
     let mut executor = airlock.executor(airlock.context());
     let handle = executor.handle();
     let interrupt = interrupt_on_ctrl_c(&handle);
-    let feeding = feed(&handle, reader, replay_timing);
-    let mut all_ok = true;
-    let mut fed: Option<Result<(), String>> = None;
-    tokio::pin!(feeding);
-    loop {
-        tokio::select! {
-            result = &mut feeding, if fed.is_none() => {
-                handle.close();
-                fed = Some(result);
-            }
-            event = executor.next() => {
-                let Some(event) = event else { break };
-                all_ok &= print_event(&event, timeline.as_mut());
+    // The loop runs as a task of its own, on the runtime's workers beside
+    // the scheduler's task, rather than on the thread blocked in `main`:
+    // a result then wakes a task on the same worker instead of another
+    // thread (about 13,600 futex calls for 2,000 `cd` uses before, 240
+    // after).
+    let looping = tokio::spawn(async move {
+        let feeding = feed(&handle, reader, replay_timing);
+        let mut all_ok = true;
+        let mut fed: Option<Result<(), String>> = None;
+        tokio::pin!(feeding);
+        loop {
+            tokio::select! {
+                result = &mut feeding, if fed.is_none() => {
+                    handle.close();
+                    fed = Some(result);
+                }
+                event = executor.next() => {
+                    let Some(event) = event else { break };
+                    all_ok &= print_event(&event, timeline.as_mut());
+                }
             }
         }
-    }
+        (all_ok, fed, timeline)
+    });
+    let outcome = looping.await;
     interrupt.abort();
+    let (all_ok, fed, mut timeline) =
+        outcome.map_err(|e| format!("the executor's loop failed: {e}"))?;
     if let Some(file) = &mut timeline {
         file.flush()
             .map_err(|e| format!("cannot write the timeline: {e}"))?;
