@@ -90,6 +90,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod sse;
 mod tasks;
 
 /// Tools per `tools/list` page, and resources per `resources/list` page.
@@ -423,7 +424,16 @@ impl HttpFront {
         if json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
             return unreadable_message(&bytes);
         }
-        response
+        let streams = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        match sse::request_id(&bytes) {
+            Some(id) if streams && response.status() == http::StatusCode::OK => {
+                sse::reply(response, id).await
+            }
+            _ => response,
+        }
     }
 }
 

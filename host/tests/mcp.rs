@@ -729,6 +729,58 @@ fn http_replies_on_a_kept_alive_connection_do_not_wait_for_a_delayed_ack() {
     );
 }
 
+/// A request whose first message is its response is answered with that
+/// one JSON object, so a client that stops reading at the response keeps
+/// its connection (the Python SDK opened a new one for every call); a call
+/// whose progress comes first stays an event stream, ended with the
+/// response.
+#[test]
+fn http_replies_are_one_json_object_unless_notifications_come_first() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    let reply = client.ping(1);
+    assert_eq!(
+        reply.headers["content-type"], "application/json",
+        "{}",
+        reply.body
+    );
+    let message: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(
+        message,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}})
+    );
+
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":400},"_meta":{"progressToken":"p"}}}"#;
+    let reply = client.request("POST", "/mcp", call);
+    assert_eq!(
+        reply.headers["content-type"], "text/event-stream",
+        "{}",
+        reply.body
+    );
+    let messages: Vec<serde_json::Value> = reply
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(messages.len() >= 2, "{}", reply.body);
+    let (last, before) = messages.split_last().unwrap();
+    assert!(
+        before
+            .iter()
+            .all(|m| m["method"] == "notifications/progress"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(last["id"], 2, "{}", reply.body);
+    assert_eq!(call_text(last), ("Slept 400 ms.".to_string(), false));
+    assert_eq!(client.ping(3).status, 200, "the connection is still usable");
+}
+
 /// Only `/mcp` is served; a body that is not a JSON-RPC message is a
 /// JSON-RPC error with status 400; `DELETE` ends a session with 204 (what
 /// MCP clients expect) and is 404 for an unknown one (issue 14).
