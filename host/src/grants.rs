@@ -379,15 +379,12 @@ impl CallGrants {
         stamp_in(&self.mounts, guest_path)
     }
 
-    /// Whether `guest_path` is a directory this call can reach.
+    /// Whether `guest_path` is a directory this call can reach: it opens
+    /// as one through the mount's handle (one `openat2`, where cap-std's
+    /// `metadata` takes four opens and four stats).
     pub fn is_dir(&self, guest_path: &str) -> bool {
-        self.locate(guest_path).is_some_and(|(mount, rel)| {
-            mount
-                .mount
-                .dir
-                .metadata(dot_if_empty(&rel))
-                .is_ok_and(|m| m.is_dir())
-        })
+        self.locate(guest_path)
+            .is_some_and(|(mount, rel)| mount.mount.dir.open_dir(dot_if_empty(&rel)).is_ok())
     }
 }
 
