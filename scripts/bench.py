@@ -11,8 +11,8 @@ external server of the `dynamic` bench; pip) and the rust-src component
 
 Peers are measured side by side with `airlock mcp` when provided:
 Wassette when AIRLOCK_PEER_WASSETTE names its binary and
-AIRLOCK_PEER_WASSETTE_PLUGINS a directory holding an echo component (see
-`peer_lines`).
+AIRLOCK_PEER_WASSETTE_PLUGINS a directory holding an echo component, and
+hyper-mcp when AIRLOCK_PEER_HYPER_MCP names its binary (see `PEERS`).
 """
 
 import datetime
@@ -30,7 +30,35 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 GREP_PATTERN = r"fn \w+_unchecked"
 COMMANDS = []
-WASSETTE_ENV = ("AIRLOCK_PEER_WASSETTE", "AIRLOCK_PEER_WASSETTE_PLUGINS")
+# The peers `just bench` measures beside Airlock when they are provided:
+# the variables naming them (see `host/benches/mcp_stdio.rs`).
+PEERS = [
+    {
+        "id": "wassette", "name": "Wassette",
+        "env": ("AIRLOCK_PEER_WASSETTE", "AIRLOCK_PEER_WASSETTE_PLUGINS"),
+        "about": "Wassette, built from source with its own release profile (fat LTO, one "
+                 "codegen unit), serving an echo component; it compiles the component at "
+                 "each start (no compile cache).",
+        "missing": "- **Wassette**: not measured in this run. Build it from "
+                   "https://github.com/microsoft/wassette (`cargo build --release`), build an "
+                   "echo component into a directory of its own (Rust, wasm32-wasip2, "
+                   "wit-bindgen; a world exporting `echo: func(message: string) -> string`), "
+                   "then run `AIRLOCK_PEER_WASSETTE=/path/to/wassette "
+                   "AIRLOCK_PEER_WASSETTE_PLUGINS=/path/to/that/dir just bench`.",
+    },
+    {
+        "id": "hyper_mcp", "name": "hyper-mcp",
+        "env": ("AIRLOCK_PEER_HYPER_MCP",),
+        "about": "hyper-mcp, from the crate registry (`cargo install --locked "
+                 "hyper-mcp@0.8.3`), serving one Extism plugin, "
+                 "`host/benches/peers/hyper-mcp-echo.wat` (839 bytes), whose tool answers "
+                 "with its request; it runs a plugin's calls one at a time (a lock per "
+                 "plugin).",
+        "missing": "- **hyper-mcp**: not measured in this run. Install it (`cargo install "
+                   "--locked hyper-mcp@0.8.3 --root DIR`; about 25 minutes on 2 cores), then "
+                   "run `AIRLOCK_PEER_HYPER_MCP=DIR/bin/hyper-mcp just bench`.",
+    },
+]
 
 
 def run(cmd, capture=False, env=None, cwd=ROOT):
@@ -143,60 +171,53 @@ def parse_counts(text, corpus):
     return counts
 
 
-def peer_lines(measured):
-    """The section comparing `airlock mcp` with its peers: their figures
-    when measured in this run, else how to provide each peer."""
+def peer_lines():
+    """The section comparing `airlock mcp` with its peers: the figures of
+    each peer measured in this run, and how to provide the others."""
     lines = [
         "## Side by side with peers",
         "",
         "Each peer is a child process driven by the same raw JSON-RPC client as rows 8 "
         "and 8d (`host/benches/mcp_stdio.rs`, group `mcp_peers`), each figure measured "
         "right after Airlock's in the same run. Airlock calls its bundled `sleep "
-        "{\"ms\": 0}`, a peer a trivial echo tool (`echo {\"message\": \"hi\"}`).",
+        "{\"ms\": 0}`, a peer a trivial echo tool (`echo {\"message\": \"hi\"}`). Start: "
+        "from spawning the process to a `tools/list` reply that lists the tool (Airlock "
+        "loads its nine bundled tools from a warm artifact cache).",
         "",
     ]
-    if measured:
-        binary = os.environ[WASSETTE_ENV[0]]
+    missing = []
+    for peer in PEERS:
+        if not all(os.environ.get(v) for v in peer["env"]):
+            missing.append(peer["missing"])
+            continue
+        binary = os.environ[peer["env"][0]]
         version = run([binary, "--version"], capture=True).strip().splitlines()[0]
+        name = peer["name"]
 
-        def pair(airlock, wassette):
+        def pair(airlock, theirs):
             return (criterion_median("mcp_peers", f"airlock_{airlock}"),
-                    criterion_median("mcp_peers", f"wassette_{wassette}"))
+                    criterion_median("mcp_peers", f"{peer['id']}_{theirs}"))
 
         figures = [
             ("One trivial `tools/call` at a time", pair("sleep_0", "echo"), 1e6, "µs"),
             ("64 calls in flight, time per call",
              pair("sleep_0_pipelined", "echo_pipelined"), 1e6, "µs"),
-            ("Process start to the `tools/list` reply (Airlock: artifact cache warm; "
-             "Wassette compiles its one component at each start)",
-             pair("tools_list", "tools_list"), 1e3, "ms"),
+            ("Process start to the `tools/list` reply", pair("tools_list", "tools_list"),
+             1e3, "ms"),
         ]
         lines += [
-            f"| Figure | Airlock | Wassette ({version}) | Wassette ÷ Airlock |",
+            f"{peer['about']}",
+            "",
+            f"| Figure | Airlock | {name} ({version}) | {name} ÷ Airlock |",
             "|---|---|---|---|",
         ]
-        for figure, (airlock, wassette), scale, unit in figures:
+        for figure, (airlock, theirs), scale, unit in figures:
             lines.append(
-                f"| {figure} | {airlock * scale:.1f} {unit} | {wassette * scale:.1f} {unit} "
-                f"| {wassette / airlock:.2f}× |"
+                f"| {figure} | {airlock * scale:.1f} {unit} | {theirs * scale:.1f} {unit} "
+                f"| {theirs / airlock:.2f}× |"
             )
         lines.append("")
-    else:
-        lines += [
-            "- **Wassette**: not measured in this run. Build it from "
-            "https://github.com/microsoft/wassette (`cargo build --release`), build an echo "
-            "component into a directory of its own (Rust, wasm32-wasip2, wit-bindgen; a world "
-            "exporting `echo: func(message: string) -> string`), then run "
-            f"`{WASSETTE_ENV[0]}=/path/to/wassette {WASSETTE_ENV[1]}=/path/to/that/dir just "
-            "bench`.",
-        ]
-    lines += [
-        "- **hyper-mcp**: not wired yet. It is in the crate registry, but its dependency tree "
-        "(aws-sdk-s3 and aws-config, Extism with its own wasmtime, sigstore, keyring) was too "
-        "heavy to build on the 2-core machine these benches were set up on, and it runs "
-        "Extism plugins (an echo plugin built with Extism's PDK), not components.",
-    ]
-    return lines
+    return lines + missing
 
 
 def machine():
@@ -218,14 +239,14 @@ def main():
 
     # Only this run's peer figures count: a peer not provided now is not shown.
     shutil.rmtree(TARGET / "criterion" / "mcp_peers", ignore_errors=True)
-    peers = all(os.environ.get(v) for v in WASSETTE_ENV)
     benches = ["overhead", "scheduler", "epoch", "streaming", "grep", "mcp_stdio", "dynamic"]
     cmd = ["cargo", "bench", "-p", "airlock-host"]
     for b in benches:
         cmd += ["--bench", b]
     bench_env = dict(os.environ, AIRLOCK_BENCH_RG=rg, AIRLOCK_BENCH_CORPUS=str(corpus))
     run(cmd + ["--", "--noplot"], env=bench_env)
-    peer_env = "".join(f"{v}={os.environ[v]} " for v in WASSETTE_ENV if peers)
+    peer_env = "".join(f"{v}={os.environ[v]} " for peer in PEERS for v in peer["env"]
+                       if os.environ.get(v))
     COMMANDS.append(f"{peer_env}AIRLOCK_BENCH_RG={rg} " + " ".join(cmd) + " -- --noplot")
     live = {}
     out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "live"], capture=True)
@@ -402,7 +423,9 @@ def main():
          true / run_per_call >= 25, "run"),
         ("8g", "One `read` at a time through the Python MCP SDK over HTTP", "≤ 2× stdio",
          f"{sdk['http']['median_us']:.0f} µs", f"the same over stdio: {sdk['stdio']['median_us']:.0f} µs",
-         f"{sdk['http_over_stdio']:.1f}×", sdk["http_over_stdio"] <= 2, "sdk_http"),
+         f"{sdk['http_over_stdio']:.1f}× (the SDK's HTTP client alone, a bare `httpx2` POST: "
+         f"{sdk['http_client_floor']['median_us']:.0f} µs)", sdk["http_over_stdio"] <= 2,
+         "sdk_http"),
         ("9", "`tool_search` over 1,000 deferred tools (BM25), a call through the pipeline",
          "reported", us(search_call), f"a `sleep` call: {us(search_sleep)}",
          f"{search_call / search_sleep:.1f}×; building the index and searching: {us(search_fn)}", True, None),
@@ -486,7 +509,7 @@ def main():
             misses.append(f"- **{num}** ({figure}): {limits.get(why, 'see the note in the issue.')}")
     if misses:
         lines += ["", "## Targets missed, and what limits them", "", *misses]
-    lines += ["", *peer_lines(peers)]
+    lines += ["", *peer_lines()]
     lines += [
         "",
         "## What each figure measures",

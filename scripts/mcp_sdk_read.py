@@ -1,7 +1,9 @@
 """Times one `read` call at a time through the official Python `mcp` SDK,
 over stdio and over Streamable HTTP, against the same `airlock` binary in
 the same run: prints a JSON line with each transport's median and p99 per
-call (microseconds), and their ratio.
+call (microseconds), and their ratio. Also the floor of the SDK's HTTP
+client: the same call as a bare POST with `httpx2` (what the SDK sends
+requests with), no SDK around it, against the same server.
 
 Usage: python3 scripts/mcp_sdk_read.py AIRLOCK [CALLS]
   (run by scripts/bench.py with the tests' Python, which has mcp==2.3.0)
@@ -56,6 +58,34 @@ async def timed(session: ClientSession, path: str, calls: int) -> list:
     return times
 
 
+def bare_http(url: str, path: str, calls: int) -> list:
+    """The same `read` as bare JSON-RPC POSTs through `httpx2` on one
+    connection, in a session of its own."""
+    import httpx2
+
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "floor", "version": "1"}}
+    times = []
+    with httpx2.Client() as client:
+        reply = client.post(url, headers=headers,
+                            json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        headers["mcp-session-id"] = reply.headers["mcp-session-id"]
+        headers["mcp-protocol-version"] = "2025-06-18"
+        client.post(url, headers=headers,
+                    json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for i in range(WARMUP + calls):
+            call = {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                    "params": {"name": "read", "arguments": {"file_path": path}}}
+            started = time.perf_counter()
+            reply = client.post(url, headers=headers, json=call)
+            assert f'"id":{i + 1},' in reply.text and '"isError":false' in reply.text, reply.text
+            elapsed = time.perf_counter() - started
+            if i >= WARMUP:
+                times.append(elapsed * 1e6)
+    return times
+
+
 def summary(times: list) -> dict:
     times = sorted(times)
     return {
@@ -82,7 +112,9 @@ async def main(binary: str, calls: int) -> None:
             async with streamable_http_client(url) as (read, write, *_):
                 async with ClientSession(read, write) as session:
                     http = await timed(session, path, calls)
-    out = {"calls": calls, "stdio": summary(stdio), "http": summary(http)}
+            floor = bare_http(url, path, calls)
+    out = {"calls": calls, "stdio": summary(stdio), "http": summary(http),
+           "http_client_floor": summary(floor)}
     out["http_over_stdio"] = round(out["http"]["median_us"] / out["stdio"]["median_us"], 2)
     print(json.dumps(out))
 

@@ -26,15 +26,19 @@
 //!   cache (a first start): the bundled tools are listed from this build's
 //!   record of them while they compile in the background.
 //! - `mcp_start/spawn_bin_true`: spawning `/bin/true` and waiting for it.
-//! - `mcp_peers/*`: Airlock and a peer, Wassette, side by side through the
-//!   same client, each measurement of one next to the other's: one call at
-//!   a time (`airlock_sleep_0`, `wassette_echo`), 64 in flight
-//!   (`..._pipelined`, time per call), and process start to the
-//!   `tools/list` reply (`..._tools_list`). Wassette is measured only when
-//!   `AIRLOCK_PEER_WASSETTE` names its binary and
-//!   `AIRLOCK_PEER_WASSETTE_PLUGINS` a directory holding an echo component
-//!   (exporting `echo: func(message: string) -> string`); otherwise the
-//!   group is skipped with a line saying so.
+//! - `mcp_peers/*`: Airlock and its peers side by side through the same
+//!   client, each measurement next to Airlock's: one call at a time
+//!   (`airlock_sleep_0`, `PEER_echo`), 64 in flight (`..._pipelined`, time
+//!   per call), and process start to a `tools/list` reply that lists the
+//!   echo tool (`..._tools_list`). The peers, each measured when provided
+//!   (otherwise a line says how):
+//!   - Wassette: `AIRLOCK_PEER_WASSETTE` names its binary and
+//!     `AIRLOCK_PEER_WASSETTE_PLUGINS` a directory holding an echo
+//!     component (exporting `echo: func(message: string) -> string`);
+//!   - hyper-mcp: `AIRLOCK_PEER_HYPER_MCP` names its binary (`cargo install
+//!     hyper-mcp`); its echo plugin is `benches/peers/hyper-mcp-echo.wat`,
+//!     assembled here (an Extism plugin needs a core wasm target, which the
+//!     pinned toolchain does not have).
 //!
 //! Run with `cargo bench -p airlock-host --features mcp --bench mcp_stdio`.
 
@@ -349,53 +353,133 @@ fn mcp(c: &mut Criterion) {
     group.finish();
 }
 
-/// A peer MCP server measured side by side with `airlock mcp`.
+/// A peer MCP server measured side by side with `airlock mcp`: how to
+/// start it, and its echo tool.
 struct Peer {
+    /// Its name in the bench ids.
+    name: &'static str,
     binary: PathBuf,
-    plugins: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    /// Its echo tool, as it lists it.
+    tool: &'static str,
+    /// Whether a reply to `{"message": "hi"}` is the echo's.
+    ok: fn(&Value) -> bool,
+    /// What its command line refers to (a configuration), kept while it runs.
+    _files: Option<tempfile::TempDir>,
 }
 
 impl Peer {
     /// Wassette, from `AIRLOCK_PEER_WASSETTE` (its binary) and
-    /// `AIRLOCK_PEER_WASSETTE_PLUGINS` (its plugin directory).
+    /// `AIRLOCK_PEER_WASSETTE_PLUGINS` (its plugin directory): `wassette
+    /// serve --stdio`, loading every component in that directory.
     fn wassette() -> Option<Peer> {
+        let binary = std::env::var_os("AIRLOCK_PEER_WASSETTE")?;
+        let plugins = std::env::var_os("AIRLOCK_PEER_WASSETTE_PLUGINS")?;
         Some(Peer {
-            binary: std::env::var_os("AIRLOCK_PEER_WASSETTE")?.into(),
-            plugins: std::env::var_os("AIRLOCK_PEER_WASSETTE_PLUGINS")?.into(),
+            name: "wassette",
+            binary: binary.into(),
+            args: vec![
+                "serve".into(),
+                "--stdio".into(),
+                "--plugin-dir".into(),
+                plugins,
+            ],
+            tool: "echo",
+            ok: |result| text_of(result) == "hi",
+            _files: None,
         })
     }
 
-    /// `wassette serve --stdio`, loading every component in its plugin
-    /// directory.
+    /// hyper-mcp, from `AIRLOCK_PEER_HYPER_MCP` (its binary), with one
+    /// plugin: `benches/peers/hyper-mcp-echo.wat`, assembled into a temp
+    /// dir, whose tool answers with the request it was given.
+    fn hyper_mcp() -> Option<Peer> {
+        let binary = std::env::var_os("AIRLOCK_PEER_HYPER_MCP")?;
+        let files = tempfile::tempdir().expect("a temp dir");
+        let source = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/benches/peers/hyper-mcp-echo.wat"
+        );
+        let wasm = wat::parse_file(source).expect("the echo plugin assembles");
+        let plugin = files.path().join("echo.wasm");
+        std::fs::write(&plugin, wasm).expect("the plugin is written");
+        let config = files.path().join("config.json");
+        let url = format!("file://{}", plugin.display());
+        let text = json!({"plugins": {"echo": {"url": url}}}).to_string();
+        std::fs::write(&config, text).expect("the configuration is written");
+        Some(Peer {
+            name: "hyper_mcp",
+            binary: binary.into(),
+            args: vec!["--config-file".into(), config.into()],
+            tool: "echo-echo",
+            ok: |result| text_of(result).contains(r#""arguments":{"message":"hi"}"#),
+            _files: Some(files),
+        })
+    }
+
     fn spawn(&self, home: &Path) -> Server {
         let mut command = Command::new(&self.binary);
-        command
-            .arg("serve")
-            .arg("--stdio")
-            .arg("--plugin-dir")
-            .arg(&self.plugins);
+        command.args(&self.args);
         Server::spawn_command(command, home)
+    }
+
+    /// Spawns it and waits until its `tools/list` lists the echo tool (a
+    /// peer may list its plugins only once they are loaded).
+    fn start(&self, home: &Path) -> Server {
+        let mut server = self.spawn(home);
+        server.start();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let listed = server.request("tools/list", json!({}));
+            let tools = listed["tools"].as_array();
+            if tools.is_some_and(|tools| tools.iter().any(|tool| tool["name"] == self.tool)) {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} lists no `{}` tool: {listed}",
+                self.name,
+                self.tool
+            );
+        }
+    }
+
+    fn echo(&self) -> Value {
+        json!({"name": self.tool, "arguments": {"message": "hi"}})
     }
 }
 
-fn echo() -> Value {
-    json!({"name": "echo", "arguments": {"message": "hi"}})
-}
-
-fn echo_ok(result: &Value) -> bool {
-    result["isError"] != true && result["content"][0]["text"] == "hi"
+fn text_of(result: &Value) -> &str {
+    if result["isError"] == true {
+        return "";
+    }
+    result["content"][0]["text"].as_str().unwrap_or_default()
 }
 
 fn peers(c: &mut Criterion) {
-    let Some(wassette) = Peer::wassette() else {
+    let peers: Vec<Peer> = [Peer::wassette(), Peer::hyper_mcp()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if peers.iter().all(|p| p.name != "wassette") {
         println!(
-            "mcp_peers: skipped. To measure Wassette side by side, set AIRLOCK_PEER_WASSETTE \
-             to a wassette binary built from https://github.com/microsoft/wassette and \
-             AIRLOCK_PEER_WASSETTE_PLUGINS to a directory holding an echo component \
-             (wasm32-wasip2, exporting `echo: func(message: string) -> string`)."
+            "mcp_peers: Wassette skipped. To measure it side by side, set \
+             AIRLOCK_PEER_WASSETTE to a wassette binary built from \
+             https://github.com/microsoft/wassette and AIRLOCK_PEER_WASSETTE_PLUGINS to a \
+             directory holding an echo component (wasm32-wasip2, exporting \
+             `echo: func(message: string) -> string`)."
         );
+    }
+    if peers.iter().all(|p| p.name != "hyper_mcp") {
+        println!(
+            "mcp_peers: hyper-mcp skipped. To measure it side by side, set \
+             AIRLOCK_PEER_HYPER_MCP to a hyper-mcp binary (`cargo install --locked \
+             hyper-mcp@0.8.3`)."
+        );
+    }
+    if peers.is_empty() {
         return;
-    };
+    }
     let home = tempfile::tempdir().expect("a temp dir");
     let workspace = tempfile::tempdir().expect("a temp dir");
     // The first start compiles the tools into the artifact cache.
@@ -403,33 +487,39 @@ fn peers(c: &mut Criterion) {
     let mut airlock = Server::spawn(home.path(), workspace.path());
     airlock.start();
     airlock.call_sleep_0();
-    let mut peer = wassette.spawn(home.path());
-    peer.start();
-    let listed = peer.request("tools/list", json!({}));
-    let tools = listed["tools"].as_array();
-    assert!(
-        tools.is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "echo")),
-        "Wassette lists no `echo` tool (is the echo component in {}?): {listed}",
-        wassette.plugins.display()
-    );
-    peer.call(&echo(), echo_ok);
+    let mut running: Vec<Server> = peers
+        .iter()
+        .map(|peer| {
+            let mut server = peer.start(home.path());
+            server.call(&peer.echo(), peer.ok);
+            server
+        })
+        .collect();
 
     let mut group = c.benchmark_group("mcp_peers");
     group.measurement_time(Duration::from_secs(10));
     group.bench_function("airlock_sleep_0", |b| {
         b.iter(|| airlock.call(&sleep_0(), sleep_ok))
     });
-    group.bench_function("wassette_echo", |b| b.iter(|| peer.call(&echo(), echo_ok)));
+    for (peer, server) in peers.iter().zip(&mut running) {
+        let echo = peer.echo();
+        group.bench_function(format!("{}_echo", peer.name), |b| {
+            b.iter(|| server.call(&echo, peer.ok))
+        });
+    }
     group.bench_function("airlock_sleep_0_pipelined", |b| {
         b.iter_custom(|iters| pipelined(&mut airlock, &sleep_0(), sleep_ok, iters))
     });
-    group.bench_function("wassette_echo_pipelined", |b| {
-        b.iter_custom(|iters| pipelined(&mut peer, &echo(), echo_ok, iters))
-    });
+    for (peer, server) in peers.iter().zip(&mut running) {
+        let echo = peer.echo();
+        group.bench_function(format!("{}_echo_pipelined", peer.name), |b| {
+            b.iter_custom(|iters| pipelined(server, &echo, peer.ok, iters))
+        });
+    }
     drop(airlock);
-    drop(peer);
-    // From spawning the process to reading its `tools/list` reply; the
-    // process is ended outside the measurement.
+    drop(running);
+    // From spawning the process to reading a `tools/list` reply that lists
+    // the tool; the process is ended outside the measurement.
     group.sample_size(30);
     group.bench_function("airlock_tools_list", |b| {
         b.iter_with_large_drop(|| {
@@ -438,13 +528,11 @@ fn peers(c: &mut Criterion) {
             server
         })
     });
-    group.bench_function("wassette_tools_list", |b| {
-        b.iter_with_large_drop(|| {
-            let mut server = wassette.spawn(home.path());
-            assert!(server.start() > 0);
-            server
-        })
-    });
+    for peer in &peers {
+        group.bench_function(format!("{}_tools_list", peer.name), |b| {
+            b.iter_with_large_drop(|| peer.start(home.path()))
+        });
+    }
     group.finish();
 }
 
