@@ -98,14 +98,14 @@ async fn searching_host(workspace: &std::path::Path) -> Airlock {
     };
     let grants = Grants::from_config(&config).expect("the grants resolve");
     let engine = Engine::from_config(&config).expect("the engine starts");
-    let mut registry = Registry::load(&engine, &grants).await;
+    let mut registry = Registry::load(&engine, &config, &grants).await;
     for d in catalogue() {
         let tool = Arc::new(Catalogued(d, ToolOrigin::Native));
         registry
             .add(tool, ToolGrants::nothing(&config.limits))
             .expect("a catalogued tool registers");
     }
-    Airlock::from_parts(engine, Arc::new(grants), registry)
+    Airlock::from_parts(config.clone(), engine, Arc::new(grants), registry)
         .await
         .expect("the host assembles")
 }

@@ -1,5 +1,5 @@
-//! [`Airlock`]: the host as an embedder holds it: the engine, the resolved
-//! grants, the registry and the policy (permission rules, hooks, the
+//! [`Airlock`]: the host as an embedder holds it: the configuration, the
+//! engine, the resolved grants, the registry and the policy (permission rules, hooks, the
 //! prompter, the results directory), with one method to run a tool use
 //! and one to start a streaming executor.
 
@@ -35,6 +35,7 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone)]
 pub struct Airlock {
+    config: Arc<Config>,
     engine: Engine,
     grants: Arc<Grants>,
     registry: Arc<Registry>,
@@ -67,8 +68,9 @@ impl Airlock {
     pub async fn new(config: Config) -> anyhow::Result<Airlock> {
         let grants = Arc::new(Grants::from_config(&config)?);
         let engine = Engine::from_config(&config)?;
-        let registry = Registry::load(&engine, &grants).await;
-        Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
+        let registry = Registry::load(&engine, &config, &grants).await;
+        let config = Arc::new(config);
+        Airlock::assemble(config, engine, grants, registry, Arc::new(DenyPrompter)).await
     }
 
     /// Like [`Airlock::new`], but returns before the bundled tools are
@@ -84,8 +86,9 @@ impl Airlock {
     pub async fn open(config: Config) -> anyhow::Result<Airlock> {
         let grants = Arc::new(Grants::from_config(&config)?);
         let engine = Engine::from_config(&config)?;
-        let registry = Registry::list(&engine, &grants).await;
-        Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
+        let registry = Registry::list(&engine, &config, &grants).await;
+        let config = Arc::new(config);
+        Airlock::assemble(config, engine, grants, registry, Arc::new(DenyPrompter)).await
     }
 
     /// Waits until the tools [`Airlock::open`] listed before compiling them
@@ -93,8 +96,8 @@ impl Airlock {
     /// same host with the tools as they described themselves (a tool that
     /// failed is left out and listed in [`Registry::failures`]).
     pub async fn settled(&self) -> Option<Airlock> {
-        let mut registry = self.registry.settled(&self.grants).await?;
-        registry.offer_tool_search(self.grants.config().tool_search, &self.grants);
+        let mut registry = self.registry.settled(&self.config, &self.grants).await?;
+        registry.offer_tool_search(self.config.tool_search, &self.grants);
         Some(Airlock {
             registry: Arc::new(registry),
             ..self.clone()
@@ -102,29 +105,32 @@ impl Airlock {
     }
 
     /// An Airlock over an engine, grants and a registry built by hand (for
-    /// embedders that register native tools); policy comes from the grants'
-    /// configuration.
+    /// embedders that register native tools), with the policy of `config`
+    /// (the configuration the grants were resolved from).
     pub async fn from_parts(
+        config: Config,
         engine: Engine,
         grants: Arc<Grants>,
         registry: Registry,
     ) -> anyhow::Result<Airlock> {
-        Airlock::assemble(engine, grants, registry, Arc::new(DenyPrompter)).await
+        let config = Arc::new(config);
+        Airlock::assemble(config, engine, grants, registry, Arc::new(DenyPrompter)).await
     }
 
     async fn assemble(
+        config: Arc<Config>,
         engine: Engine,
         grants: Arc<Grants>,
         mut registry: Registry,
         prompter: Arc<dyn PermissionPrompter>,
     ) -> anyhow::Result<Airlock> {
-        let config = grants.config();
         registry.offer_tool_search(config.tool_search, &grants);
         let rules = PermissionRules::from_config(&config.permissions)
             .map_err(|e| anyhow::anyhow!("permissions: {e}"))?;
         let hooks = Hooks::load(&config.hooks, &engine).await?;
-        let results = ResultStore::new(&grants);
+        let results = ResultStore::new(config.results_dir.as_deref(), grants.workspace());
         Ok(Airlock {
+            config,
             engine,
             registry: Arc::new(registry),
             policy: Arc::new(Policy {
@@ -146,7 +152,10 @@ impl Airlock {
                 rules: p.rules.clone(),
                 hooks: p.hooks.clone(),
                 prompter,
-                results: ResultStore::new(&self.grants),
+                results: ResultStore::new(
+                    self.config.results_dir.as_deref(),
+                    self.grants.workspace(),
+                ),
             }),
             ..self.clone()
         }
@@ -157,7 +166,7 @@ impl Airlock {
     /// tools, tool directories, MCP servers) or other limits, the tools are
     /// loaded afresh instead.
     pub async fn with_config(&self, config: Config) -> anyhow::Result<Airlock> {
-        let old = self.grants.config();
+        let old = &self.config;
         let same_sources = config.bundled_tools == old.bundled_tools
             && config.effective_tool_dirs() == old.effective_tool_dirs()
             && config.mcp_servers == old.mcp_servers
@@ -166,8 +175,9 @@ impl Airlock {
             return self.loaded_under(config).await;
         }
         let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
-        let registry = self.registry.regrant(&grants);
+        let registry = self.registry.regrant(&config, &grants);
         Airlock::assemble(
+            Arc::new(config),
             self.engine.clone(),
             grants,
             registry,
@@ -181,19 +191,32 @@ impl Airlock {
     /// artifact cache are not recompiled, and MCP servers that still run
     /// are kept (see [`Registry::load_again`]).
     pub async fn reload(&self) -> anyhow::Result<Airlock> {
-        self.loaded_under(self.grants.config().clone()).await
+        self.loaded_under(self.config.as_ref().clone()).await
     }
 
     async fn loaded_under(&self, config: Config) -> anyhow::Result<Airlock> {
         let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
         let engine = Engine::from_config(&config)?;
-        let registry = self.registry.load_again(&engine, &grants).await;
-        Airlock::assemble(engine, grants, registry, self.policy.prompter.clone()).await
+        let registry = self.registry.load_again(&engine, &config, &grants).await;
+        let config = Arc::new(config);
+        Airlock::assemble(
+            config,
+            engine,
+            grants,
+            registry,
+            self.policy.prompter.clone(),
+        )
+        .await
     }
 
     /// The tools.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The configuration this host was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The grants.
@@ -226,7 +249,12 @@ impl Airlock {
     pub fn context(&self) -> ToolContext {
         let rules = &self.policy.rules;
         let tools = Arc::new(self.registry.view(|d| !rules.hides(d)));
-        ToolContext::new(&self.grants, tools, rules.clone())
+        ToolContext::new(
+            &self.grants,
+            tools,
+            rules.clone(),
+            self.config.permissions.default_mode,
+        )
     }
 
     /// The same host with only the tools `keep` accepts in its registry.

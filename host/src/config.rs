@@ -218,6 +218,28 @@ pub struct ToolConfig {
     pub source: Option<PathBuf>,
 }
 
+impl ToolConfig {
+    /// The grants of `tool` in `tools` (the `[tools]` table): the `"*"`
+    /// entry merged with its own (lists concatenate; the tool's own
+    /// settings win).
+    pub fn of(tools: &BTreeMap<String, ToolConfig>, tool: &str) -> ToolConfig {
+        let mut merged = tools.get("*").cloned().unwrap_or_default();
+        if let Some(own) = tools.get(tool) {
+            merged.enabled = own.enabled.or(merged.enabled);
+            merged.workspace = own.workspace.or(merged.workspace);
+            merged.network.extend(own.network.iter().cloned());
+            merged.env.extend(own.env.iter().cloned());
+            merged.mounts.extend(own.mounts.iter().cloned());
+            merged.timeout_ms = own.timeout_ms.or(merged.timeout_ms);
+            merged.memory_mib = own.memory_mib.or(merged.memory_mib);
+            merged.write_mib = own.write_mib.or(merged.write_mib);
+            merged.defer_loading = own.defer_loading.or(merged.defer_loading);
+            merged.source = own.source.clone();
+        }
+        merged
+    }
+}
+
 /// A directory besides the workspace.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -449,20 +471,7 @@ impl Config {
     /// The grants of `tool`: the `"*"` entry merged with its own (lists
     /// concatenate; the tool's own settings win).
     pub fn tool_config(&self, tool: &str) -> ToolConfig {
-        let mut merged = self.tools.get("*").cloned().unwrap_or_default();
-        if let Some(own) = self.tools.get(tool) {
-            merged.enabled = own.enabled.or(merged.enabled);
-            merged.workspace = own.workspace.or(merged.workspace);
-            merged.network.extend(own.network.iter().cloned());
-            merged.env.extend(own.env.iter().cloned());
-            merged.mounts.extend(own.mounts.iter().cloned());
-            merged.timeout_ms = own.timeout_ms.or(merged.timeout_ms);
-            merged.memory_mib = own.memory_mib.or(merged.memory_mib);
-            merged.write_mib = own.write_mib.or(merged.write_mib);
-            merged.defer_loading = own.defer_loading.or(merged.defer_loading);
-            merged.source = own.source.clone();
-        }
-        merged
+        ToolConfig::of(&self.tools, tool)
     }
 
     /// Airlock's own state on disk, which no writable grant may reach: the

@@ -90,8 +90,13 @@ fn new_session_id() -> String {
 
 impl ToolContext {
     /// A fresh context over `tools`: the cwd is the workspace (or `/`
-    /// without one), the mode and rules are the configuration's.
-    pub fn new(grants: &Grants, tools: Arc<Registry>, rules: PermissionRules) -> Self {
+    /// without one), in permission `mode` under `rules`.
+    pub fn new(
+        grants: &Grants,
+        tools: Arc<Registry>,
+        rules: PermissionRules,
+        mode: PermissionMode,
+    ) -> Self {
         let cwd = grants
             .workspace()
             .map_or_else(|| "/".to_string(), |w| w.guest.clone());
@@ -100,7 +105,7 @@ impl ToolContext {
             cwd,
             env: BTreeMap::new(),
             state: BTreeMap::new(),
-            mode: grants.config().permissions.default_mode,
+            mode,
             session_id: new_session_id(),
             agent_id: None,
             read_files: new_read_files(),
@@ -382,6 +387,7 @@ mod tests {
             grants,
             Arc::new(Registry::new()),
             PermissionRules::default(),
+            PermissionMode::default(),
         )
     }
 

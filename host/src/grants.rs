@@ -20,7 +20,7 @@
 //! directory granted once is pinned by its (device, inode): opened again on
 //! a reload, it must be the same directory.
 
-use crate::config::{Config, HostPath, Limits};
+use crate::config::{Config, HostPath, Limits, ToolConfig};
 use crate::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess, is_env_name, is_host_pattern};
 use crate::error::LoadError;
 use cap_std::fs::MetadataExt;
@@ -74,10 +74,15 @@ pub struct FileStamp {
     pub blake3: [u8; 32],
 }
 
-/// The operator's grants, resolved and checked.
+/// The operator's grants, resolved and checked: the directories opened,
+/// and what each tool may have of them, of the network and of the
+/// environment, and within which limits.
 #[derive(Debug)]
 pub struct Grants {
-    config: Config,
+    limits: Limits,
+    workspace_access: WorkspaceAccess,
+    /// The `[tools]` table, as configured.
+    tools: BTreeMap<String, ToolConfig>,
     workspace: Option<Arc<HostMount>>,
     /// The mounts by the path the operator configured.
     mounts: BTreeMap<PathBuf, Arc<HostMount>>,
@@ -144,7 +149,9 @@ impl Grants {
             check_pins(&all, previous)?;
         }
         Ok(Grants {
-            config: config.clone(),
+            limits: config.limits.clone(),
+            workspace_access: config.workspace_access,
+            tools: config.tools.clone(),
             workspace,
             mounts,
         })
@@ -157,12 +164,7 @@ impl Grants {
 
     /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
-        &self.config.limits
-    }
-
-    /// The configuration these grants came from.
-    pub fn config(&self) -> &Config {
-        &self.config
+        &self.limits
     }
 
     /// Every directory a tool may be granted: the workspace and the mounts.
@@ -172,7 +174,7 @@ impl Grants {
 
     /// The grants of the tool named `tool`.
     pub fn for_tool(&self, tool: &str) -> Result<ToolGrants, LoadError> {
-        let tc = self.config.tool_config(tool);
+        let tc = ToolConfig::of(&self.tools, tool);
         for host in &tc.network {
             if !is_host_pattern(host) {
                 return Err(LoadError::Grants(format!(
@@ -189,8 +191,8 @@ impl Grants {
         }
         let workspace_cap = tc
             .workspace
-            .unwrap_or(self.config.workspace_access)
-            .min(self.config.workspace_access);
+            .unwrap_or(self.workspace_access)
+            .min(self.workspace_access);
         let mounts = tc
             .mounts
             .iter()
@@ -201,7 +203,7 @@ impl Grants {
                 Ok((mount, m.access))
             })
             .collect::<Result<Vec<_>, LoadError>>()?;
-        let limits = &self.config.limits;
+        let limits = &self.limits;
         Ok(ToolGrants {
             enabled: tc.enabled.unwrap_or(true),
             workspace: self.workspace.clone().map(|w| (w, workspace_cap)),
@@ -380,8 +382,7 @@ impl CallGrants {
     }
 
     /// Whether `guest_path` is a directory this call can reach: it opens
-    /// as one through the mount's handle (one `openat2`, where cap-std's
-    /// `metadata` takes four opens and four stats).
+    /// as one through the mount's handle (one `openat2`).
     pub fn is_dir(&self, guest_path: &str) -> bool {
         self.locate(guest_path)
             .is_some_and(|(mount, rel)| mount.mount.dir.open_dir(dot_if_empty(&rel)).is_ok())

@@ -148,7 +148,7 @@ impl McpHost {
     /// airlock's prompter answers permission questions for clients that
     /// cannot be asked (elicitation).
     pub fn new(airlock: Airlock) -> McpHost {
-        let config = airlock.grants().config().clone();
+        let config = airlock.config().clone();
         let dirs = config.effective_tool_dirs();
         let mut stamp = SourceStamp::of(&config);
         let (tx, rx) = watch::channel(airlock.clone());
@@ -306,7 +306,8 @@ type HttpBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert:
 
 /// What stands between a connection and rmcp's Streamable HTTP service:
 /// the path, an unknown session's `DELETE`, and a body that is no JSON-RPC
-/// message get the answers the protocol asks for.
+/// message get the answers the protocol asks for, and a request's reply is
+/// one JSON object when it can be ([`sse::reply`]).
 struct HttpFront {
     service: StreamableHttpService<McpServer, OrderedSessions>,
     sessions: Arc<OrderedSessions>,
@@ -854,7 +855,7 @@ impl McpServer {
             (
                 name.clone(),
                 Some((was.clone(), now.clone())),
-                airlock.grants().config().effective_approvals_file(),
+                airlock.config().effective_approvals_file(),
             )
         };
         let (Some((was, now)), Some(file)) = (change, file) else {
@@ -1545,9 +1546,14 @@ mod tests {
         broken.blake3 = blake3::hash(garbage).to_hex().to_string();
         let s = setup(&[("broken.wasm", garbage)]);
         let registry = listed(&s, vec![broken]).await;
-        let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
-            .await
-            .unwrap();
+        let airlock = Airlock::from_parts(
+            s.config.clone(),
+            s.engine.clone(),
+            s.grants.clone(),
+            registry,
+        )
+        .await
+        .unwrap();
         let host = McpHost::new(airlock);
         // Nothing else has run on this test's runtime yet: this session
         // begins before the list is replaced.

@@ -143,8 +143,8 @@ impl Registry {
     /// the configured tool directories and the tools of the configured MCP
     /// servers (started meanwhile), then grants them
     /// (see [`Registry::regrant`]).
-    pub async fn load(engine: &Engine, grants: &Grants) -> Registry {
-        Registry::new().load_again(engine, grants).await
+    pub async fn load(engine: &Engine, config: &Config, grants: &Grants) -> Registry {
+        Registry::new().load_again(engine, config, grants).await
     }
 
     /// Loads like [`Registry::load`], but a tool whose code changed since
@@ -153,13 +153,13 @@ impl Registry {
     /// version loaded before stays, and the change is listed in
     /// [`Registry::failures`]. It also keeps the MCP servers this
     /// registry started that still run and whose configuration (and
-    /// working directory) `grants` leaves unchanged: their tools are listed
+    /// working directory) `config` leaves unchanged: their tools are listed
     /// again over the same connection, so reloading for a new component
     /// neither restarts a server nor loses its state. Other servers are
     /// started, and the ones no longer configured stop when the last
     /// registry holding their tools is dropped.
-    pub async fn load_again(&self, engine: &Engine, grants: &Grants) -> Registry {
-        self.gather(engine, grants, None).await
+    pub async fn load_again(&self, engine: &Engine, config: &Config, grants: &Grants) -> Registry {
+        self.gather(engine, config, grants, None).await
     }
 
     /// Loads like [`Registry::load`], but returns without compiling the
@@ -170,17 +170,20 @@ impl Registry {
     /// describes itself otherwise than listed, or fails, its uses fail
     /// with the reason, and [`Registry::settled`] gives the registry to
     /// use instead.
-    pub async fn list(engine: &Engine, grants: &Grants) -> Registry {
-        Registry::list_from(engine, grants, Snapshot::bundled()).await
+    pub async fn list(engine: &Engine, config: &Config, grants: &Grants) -> Registry {
+        Registry::list_from(engine, config, grants, Snapshot::bundled()).await
     }
 
     /// [`Registry::list`] with the descriptors of `snapshot`.
     pub(crate) async fn list_from(
         engine: &Engine,
+        config: &Config,
         grants: &Grants,
         snapshot: Arc<Snapshot>,
     ) -> Registry {
-        Registry::new().gather(engine, grants, Some(snapshot)).await
+        Registry::new()
+            .gather(engine, config, grants, Some(snapshot))
+            .await
     }
 
     /// Waits until every tool listed from the bundled snapshot is compiled
@@ -188,7 +191,7 @@ impl Registry {
     /// listed, else the same registry under `grants` with each that
     /// described itself otherwise listed as it did, and each that failed
     /// moved to [`Registry::failures`].
-    pub async fn settled(&self, grants: &Grants) -> Option<Registry> {
+    pub async fn settled(&self, config: &Config, grants: &Grants) -> Option<Registry> {
         if let Some(compiling) = &self.compiling {
             compiling.clone().await;
         }
@@ -236,17 +239,17 @@ impl Registry {
             servers: self.servers.clone(),
             ..Registry::default()
         };
-        registry.grant(grants);
+        registry.grant(config, grants);
         Some(registry)
     }
 
     async fn gather(
         &self,
         engine: &Engine,
+        config: &Config,
         grants: &Grants,
         snapshot: Option<Arc<Snapshot>>,
     ) -> Registry {
-        let config = grants.config();
         let mut sources: Vec<(ToolOrigin, ComponentBytes)> = Vec::new();
         if config.bundled_tools {
             for (package, bytes) in crate::bundled::BUNDLED {
@@ -375,7 +378,7 @@ impl Registry {
             compiling: compile_in_background(listed, parallel, budget, room),
             ..Registry::default()
         };
-        registry.grant(grants);
+        registry.grant(config, grants);
         registry
     }
 
@@ -387,7 +390,7 @@ impl Registry {
     /// else the first loaded (bundled tools, then the directories in
     /// order), and the rest are refused, saying how to choose. A clash of
     /// aliases, or with a built-in's name, is refused.
-    pub fn regrant(&self, grants: &Grants) -> Registry {
+    pub fn regrant(&self, config: &Config, grants: &Grants) -> Registry {
         let mut registry = Registry {
             loaded: self.loaded.clone(),
             load_failures: self.load_failures.clone(),
@@ -395,15 +398,15 @@ impl Registry {
             compiling: self.compiling.clone(),
             ..Registry::default()
         };
-        registry.grant(grants);
+        registry.grant(config, grants);
         registry
     }
 
-    fn grant(&mut self, grants: &Grants) {
+    fn grant(&mut self, config: &Config, grants: &Grants) {
         self.entries.clear();
         self.index.clear();
         self.failures = self.load_failures.clone();
-        let (kept, refused) = owners(&self.loaded, grants.config());
+        let (kept, refused) = owners(&self.loaded, config);
         for (loaded, error) in refused {
             let d = loaded.tool.descriptor();
             self.fail(loaded.tool.origin().clone(), &d.name, error);
@@ -1049,6 +1052,7 @@ pub(crate) mod tests {
         /// and an empty artifact cache.
         pub(crate) struct Setup {
             pub(crate) tmp: tempfile::TempDir,
+            pub(crate) config: Config,
             pub(crate) grants: Arc<Grants>,
             pub(crate) engine: Engine,
         }
@@ -1075,6 +1079,7 @@ pub(crate) mod tests {
             let engine = Engine::from_config(&config).unwrap();
             Setup {
                 tmp,
+                config,
                 grants,
                 engine,
             }
@@ -1101,7 +1106,7 @@ pub(crate) mod tests {
 
         pub(crate) async fn listed(s: &Setup, entries: Vec<Described>) -> Registry {
             let snapshot = Arc::new(Snapshot::of(entries));
-            Registry::list_from(&s.engine, &s.grants, snapshot).await
+            Registry::list_from(&s.engine, &s.config, &s.grants, snapshot).await
         }
 
         async fn ls_in(airlock: &Airlock) -> Result<String, String> {
@@ -1125,12 +1130,20 @@ pub(crate) mod tests {
             );
             let pending = registry.loaded[0].listed.clone();
             assert!(pending.is_some(), "listed from the snapshot");
-            assert!(registry.settled(&s.grants).await.is_none(), "as listed");
+            assert!(
+                registry.settled(&s.config, &s.grants).await.is_none(),
+                "as listed"
+            );
             assert!(pending.unwrap().is_ready(), "compiled in the background");
             assert_eq!(artifacts(&s), 1, "and cached");
-            let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
-                .await
-                .unwrap();
+            let airlock = Airlock::from_parts(
+                s.config.clone(),
+                s.engine.clone(),
+                s.grants.clone(),
+                registry,
+            )
+            .await
+            .unwrap();
             assert!(ls_in(&airlock).await.unwrap().contains("a.txt"));
         }
 
@@ -1152,7 +1165,7 @@ pub(crate) mod tests {
                 registry.get("ls").unwrap().descriptor(),
                 &described.descriptor
             );
-            assert!(registry.settled(&s.grants).await.is_none());
+            assert!(registry.settled(&s.config, &s.grants).await.is_none());
         }
 
         #[tokio::test]
@@ -1164,9 +1177,14 @@ pub(crate) mod tests {
             let registry = listed(&s, vec![differs]).await;
             let listed_as = registry.get("ls").unwrap().descriptor().description.clone();
             assert_eq!(listed_as, "what an older build said");
-            let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
-                .await
-                .unwrap();
+            let airlock = Airlock::from_parts(
+                s.config.clone(),
+                s.engine.clone(),
+                s.grants.clone(),
+                registry,
+            )
+            .await
+            .unwrap();
             let refused = ls_in(&airlock).await.unwrap_err();
             assert!(refused.contains("describes itself otherwise"), "{refused}");
             let settled = airlock.settled().await.expect("listed anew");
@@ -1183,9 +1201,14 @@ pub(crate) mod tests {
             let s = setup(&[("broken.wasm", garbage)]);
             let registry = listed(&s, vec![broken.clone()]).await;
             assert!(registry.get("ls").is_some(), "listed from the snapshot");
-            let airlock = Airlock::from_parts(s.engine.clone(), s.grants.clone(), registry)
-                .await
-                .unwrap();
+            let airlock = Airlock::from_parts(
+                s.config.clone(),
+                s.engine.clone(),
+                s.grants.clone(),
+                registry,
+            )
+            .await
+            .unwrap();
             let error = ls_in(&airlock).await.unwrap_err();
             assert!(error.contains("could not be loaded"), "{error}");
             let settled = airlock.settled().await.expect("listed anew");

@@ -50,7 +50,7 @@ async fn lists(engine: &Engine, tool: Arc<WasmTool>) {
     let grants = Arc::new(Grants::from_config(&config).unwrap());
     let mut registry = Registry::new();
     registry.add(tool, grants.for_tool("ls").unwrap()).unwrap();
-    let airlock = Airlock::from_parts(engine.clone(), grants, registry)
+    let airlock = Airlock::from_parts(config.clone(), engine.clone(), grants, registry)
         .await
         .unwrap();
     let mut cx = airlock.context();

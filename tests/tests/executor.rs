@@ -48,7 +48,9 @@ async fn fake_host(log: Arc<Mutex<Vec<Run>>>) -> Airlock {
     registry
         .add(Arc::new(fake), grants.for_tool("fake").unwrap())
         .unwrap();
-    Airlock::from_parts(engine, grants, registry).await.unwrap()
+    Airlock::from_parts(config, engine, grants, registry)
+        .await
+        .unwrap()
 }
 
 /// One planned use: which tool, how long, and the gap before the next.

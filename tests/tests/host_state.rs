@@ -227,7 +227,7 @@ fn hs06_a_link_in_place_of_the_results_directory_is_not_followed() {
     let mut c = config();
     c.results_dir = Some(results.clone());
     let grants = Grants::from_config(&c).unwrap();
-    let store = ResultStore::new(&grants).unwrap();
+    let store = ResultStore::new(c.results_dir.as_deref(), grants.workspace()).unwrap();
     let mut output = ToolOutput::text("x".repeat(1000));
     let e = spill(&mut output, 10, Some(&store), "use-1").unwrap_err();
     assert!(e.message.contains("saving it failed"), "{e}");
@@ -241,7 +241,7 @@ fn hs06_a_link_in_place_of_the_results_directory_is_not_followed() {
     let real_dir = place.path().join("real");
     c.results_dir = Some(real_dir.clone());
     let grants = Grants::from_config(&c).unwrap();
-    let store = ResultStore::new(&grants).unwrap();
+    let store = ResultStore::new(c.results_dir.as_deref(), grants.workspace()).unwrap();
     let mut output = ToolOutput::text("x".repeat(1000));
     let saved = spill(&mut output, 10, Some(&store), "use-1")
         .unwrap()

@@ -266,7 +266,7 @@ fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
         );
         return ExitCode::from(EXIT_NO_TOOL);
     };
-    let Some(file) = airlock.grants().config().effective_approvals_file() else {
+    let Some(file) = airlock.config().effective_approvals_file() else {
         eprintln!(
             "airlock: there is no configuration directory (set HOME or XDG_CONFIG_HOME) to record approvals in"
         );

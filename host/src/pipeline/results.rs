@@ -11,10 +11,11 @@
 //! following a link in its place (no grant may reach it either).
 
 use crate::error::{CallError, ErrorClass};
-use crate::grants::Grants;
+use crate::grants::HostMount;
 use crate::tool::{ContentBlock, ToolOutput};
 use cap_std::fs::{Dir, OpenOptions};
 use std::io::Write;
+use std::sync::Arc;
 
 /// How many characters of a spilled result the preview keeps.
 pub const PREVIEW_CHARS: usize = 2000;
@@ -34,7 +35,7 @@ enum Place {
     /// `results_dir` from the configuration.
     Configured(std::path::PathBuf),
     /// `.airlock/results` in the workspace, through its handle.
-    Workspace(std::sync::Arc<crate::grants::HostMount>),
+    Workspace(Arc<HostMount>),
 }
 
 /// Creates (0700) and opens a configured results directory, refusing a
@@ -53,11 +54,14 @@ fn open_configured(dir: &std::path::Path) -> std::io::Result<Dir> {
 }
 
 impl ResultStore {
-    /// The configured results directory, else the workspace's; `None` when
-    /// there is neither.
-    pub fn new(grants: &Grants) -> Option<ResultStore> {
-        let place = match (&grants.config().results_dir, grants.workspace()) {
-            (Some(dir), _) => Place::Configured(dir.clone()),
+    /// The configured results directory (`results_dir`), else the
+    /// workspace's; `None` when there is neither.
+    pub fn new(
+        results_dir: Option<&std::path::Path>,
+        workspace: Option<&Arc<HostMount>>,
+    ) -> Option<ResultStore> {
+        let place = match (results_dir, workspace) {
+            (Some(dir), _) => Place::Configured(dir.to_path_buf()),
             (None, Some(ws)) => Place::Workspace(ws.clone()),
             (None, None) => return None,
         };
@@ -245,6 +249,7 @@ pub fn spill(
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::grants::Grants;
 
     fn store(ws: &std::path::Path) -> (Grants, ResultStore) {
         let config = Config {
@@ -252,7 +257,7 @@ mod tests {
             ..Config::default()
         };
         let grants = Grants::from_config(&config).unwrap();
-        let store = ResultStore::new(&grants).unwrap();
+        let store = ResultStore::new(None, grants.workspace()).unwrap();
         (grants, store)
     }
 
