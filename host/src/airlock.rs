@@ -12,7 +12,7 @@ use crate::grants::Grants;
 use crate::pipeline::hooks::Hooks;
 use crate::pipeline::permissions::{DenyPrompter, PermissionPrompter, PermissionRules};
 use crate::pipeline::results::ResultStore;
-use crate::pipeline::{self, CallControl, ToolResult, ToolUse};
+use crate::pipeline::{self, CallControl, CallPolicy, ToolResult, ToolUse};
 use crate::registry::Registry;
 use std::sync::Arc;
 
@@ -39,22 +39,16 @@ pub struct Airlock {
     engine: Engine,
     grants: Arc<Grants>,
     registry: Arc<Registry>,
-    policy: Arc<Policy>,
-}
-
-/// What every call is checked against, besides the grants.
-struct Policy {
-    rules: PermissionRules,
-    hooks: Hooks,
-    prompter: Arc<dyn PermissionPrompter>,
-    results: Option<ResultStore>,
+    /// The permission rules a fresh context starts with.
+    rules: Arc<PermissionRules>,
+    policy: Arc<CallPolicy>,
 }
 
 impl std::fmt::Debug for Airlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Airlock")
             .field("registry", &self.registry)
-            .field("hooks", &self.policy.hooks)
+            .field("hooks", self.policy.hooks())
             .finish_non_exhaustive()
     }
 }
@@ -128,35 +122,39 @@ impl Airlock {
         let rules = PermissionRules::from_config(&config.permissions)
             .map_err(|e| anyhow::anyhow!("permissions: {e}"))?;
         let hooks = Hooks::load(&config.hooks, &engine).await?;
-        let results = ResultStore::new(config.results_dir.as_deref(), grants.workspace());
+        let policy = Airlock::policy_of(&config, &grants, hooks, prompter);
         Ok(Airlock {
             config,
             engine,
             registry: Arc::new(registry),
-            policy: Arc::new(Policy {
-                rules,
-                hooks,
-                prompter,
-                results,
-            }),
+            rules: Arc::new(rules),
+            policy: Arc::new(policy),
             grants,
         })
+    }
+
+    fn policy_of(
+        config: &Config,
+        grants: &Grants,
+        hooks: Hooks,
+        prompter: Arc<dyn PermissionPrompter>,
+    ) -> CallPolicy {
+        CallPolicy::new(
+            hooks,
+            prompter,
+            ResultStore::new(config.results_dir.as_deref(), grants.workspace()),
+            config.limits.json_depth,
+            grants.workspace().map(|w| w.guest.clone()),
+        )
     }
 
     /// The same host, asking `prompter` when a call needs the user's
     /// permission.
     pub fn with_prompter(&self, prompter: Arc<dyn PermissionPrompter>) -> Airlock {
-        let p = &self.policy;
+        let hooks = self.policy.hooks().clone();
+        let policy = Airlock::policy_of(&self.config, &self.grants, hooks, prompter);
         Airlock {
-            policy: Arc::new(Policy {
-                rules: p.rules.clone(),
-                hooks: p.hooks.clone(),
-                prompter,
-                results: ResultStore::new(
-                    self.config.results_dir.as_deref(),
-                    self.grants.workspace(),
-                ),
-            }),
+            policy: Arc::new(policy),
             ..self.clone()
         }
     }
@@ -181,7 +179,7 @@ impl Airlock {
             self.engine.clone(),
             grants,
             registry,
-            self.policy.prompter.clone(),
+            self.policy.prompter().clone(),
         )
         .await
     }
@@ -204,7 +202,7 @@ impl Airlock {
             engine,
             grants,
             registry,
-            self.policy.prompter.clone(),
+            self.policy.prompter().clone(),
         )
         .await
     }
@@ -231,28 +229,34 @@ impl Airlock {
 
     /// The hooks.
     pub fn hooks(&self) -> &Hooks {
-        &self.policy.hooks
+        self.policy.hooks()
     }
 
     /// Who is asked when a call needs permission.
     pub fn prompter(&self) -> &dyn PermissionPrompter {
-        self.policy.prompter.as_ref()
+        self.policy.prompter().as_ref()
     }
 
     /// Where oversized results are saved, if anywhere.
     pub fn results(&self) -> Option<&ResultStore> {
-        self.policy.results.as_ref()
+        self.policy.results()
+    }
+
+    /// What every use is checked and run against (the pipeline's half of
+    /// this host).
+    pub fn policy(&self) -> &Arc<CallPolicy> {
+        &self.policy
     }
 
     /// A fresh agent context. Tools that a bare deny rule names (`"fetch"`)
     /// are not in its view at all.
     pub fn context(&self) -> ToolContext {
-        let rules = &self.policy.rules;
+        let rules = &self.rules;
         let tools = Arc::new(self.registry.view(|d| !rules.hides(d)));
         ToolContext::new(
             &self.grants,
             tools,
-            rules.clone(),
+            rules.as_ref().clone(),
             self.config.permissions.default_mode,
         )
     }
@@ -267,7 +271,7 @@ impl Airlock {
 
     /// Runs one tool use through the pipeline.
     pub async fn call(&self, cx: &mut ToolContext, tool_use: ToolUse) -> ToolResult {
-        pipeline::run(self, cx, tool_use, CallControl::default()).await
+        pipeline::run(&self.policy, cx, tool_use, CallControl::default()).await
     }
 
     /// Runs one tool use, with progress and cancellation.
@@ -277,7 +281,7 @@ impl Airlock {
         tool_use: ToolUse,
         control: CallControl,
     ) -> ToolResult {
-        pipeline::run(self, cx, tool_use, control).await
+        pipeline::run(&self.policy, cx, tool_use, control).await
     }
 
     /// Starts a streaming executor over `cx`: add tool uses as they arrive

@@ -508,10 +508,10 @@ impl Scheduler {
             .tools()
             .get(&tool_use.name)
             .is_some_and(|entry| entry.descriptor().preflight.classify);
-        let airlock = self.airlock.clone();
+        let policy = self.airlock.policy().clone();
         let snapshot = self.cx.clone();
         let classify = async move {
-            let prepared = pipeline::prepare(&airlock, &snapshot, tool_use).await;
+            let prepared = pipeline::prepare(&policy, &snapshot, tool_use).await;
             Report::Classified(i, Box::new(prepared))
         };
         if declares_classify {
@@ -705,14 +705,14 @@ impl Scheduler {
             at: self.now(),
         });
         lock(&self.running).insert(i, (self.uses[at].id.clone(), cancel.clone()));
-        let airlock = self.airlock.clone();
+        let policy = self.airlock.policy().clone();
         let snapshot = self.cx.clone();
         let control = CallControl {
             progress: self.progress.clone(),
             cancel,
         };
         let run = async move {
-            let completed = pipeline::execute(&airlock, &snapshot, *prepared, control).await;
+            let completed = pipeline::execute(&policy, &snapshot, *prepared, control).await;
             Report::Finished(i, Box::new(completed), concurrency_safe)
         };
         // In a batch, an exclusive use runs in this task: nothing may start

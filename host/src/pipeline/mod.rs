@@ -1,4 +1,4 @@
-//! The pipeline: the one path every tool use takes, in the seed's order.
+//! The pipeline: the one path every tool use takes, always in this order.
 //!
 //! 1. [`prepare`]: look the tool up in the context's view, bound the input,
 //!    classify it (the executor schedules on these flags);
@@ -25,7 +25,6 @@ mod validate;
 
 pub use validate::check_schema;
 
-use crate::Airlock;
 use crate::context::{Denial, ToolContext};
 use crate::descriptor::SafetyFlags;
 use crate::error::{CallError, ErrorClass};
@@ -35,10 +34,12 @@ use crate::registry::Entry;
 use crate::tool::{
     CancellationToken, ContentBlock, ContextChange, Invocation, ProgressSink, ToolOutput,
 };
-use hooks::HookEvent;
+use hooks::{HookEvent, Hooks};
 use permissions::{
-    CallFacts, DecisionSource, PermissionAnswer, PermissionRequest, Rule, RuleKind, Verdict,
+    CallFacts, DecisionSource, PermissionAnswer, PermissionPrompter, PermissionRequest, Rule,
+    RuleKind, Verdict,
 };
+use results::ResultStore;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -205,15 +206,71 @@ impl Completed {
     }
 }
 
+/// What every use is checked and run against, besides its context and
+/// its grants: the hooks, who is asked for permission, where oversized
+/// results go, the input's depth limit and the project directory hooks
+/// are told about. [`crate::Airlock`] builds it from the configuration.
+pub struct CallPolicy {
+    hooks: Hooks,
+    prompter: Arc<dyn PermissionPrompter>,
+    results: Option<ResultStore>,
+    json_depth: usize,
+    project_dir: Option<String>,
+}
+
+impl std::fmt::Debug for CallPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallPolicy")
+            .field("hooks", &self.hooks)
+            .field("results", &self.results)
+            .field("json_depth", &self.json_depth)
+            .field("project_dir", &self.project_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallPolicy {
+    pub(crate) fn new(
+        hooks: Hooks,
+        prompter: Arc<dyn PermissionPrompter>,
+        results: Option<ResultStore>,
+        json_depth: usize,
+        project_dir: Option<String>,
+    ) -> CallPolicy {
+        CallPolicy {
+            hooks,
+            prompter,
+            results,
+            json_depth,
+            project_dir,
+        }
+    }
+
+    /// The hooks.
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    /// Who is asked when a call needs permission.
+    pub fn prompter(&self) -> &Arc<dyn PermissionPrompter> {
+        &self.prompter
+    }
+
+    /// Where oversized results are saved, if anywhere.
+    pub fn results(&self) -> Option<&ResultStore> {
+        self.results.as_ref()
+    }
+}
+
 /// Looks the tool up in `cx`'s view and classifies the input. The user's
 /// interrupt (`cx`'s abort handle) stops the classification.
-pub async fn prepare(airlock: &Airlock, cx: &ToolContext, tool_use: ToolUse) -> Prepared {
-    prepare_with(airlock, cx, tool_use, cx.abort_handle().child_token()).await
+pub async fn prepare(policy: &CallPolicy, cx: &ToolContext, tool_use: ToolUse) -> Prepared {
+    prepare_with(policy, cx, tool_use, cx.abort_handle().child_token()).await
 }
 
 /// [`prepare`], stopped by `cancel`.
 async fn prepare_with(
-    airlock: &Airlock,
+    policy: &CallPolicy,
     cx: &ToolContext,
     tool_use: ToolUse,
     cancel: CancellationToken,
@@ -235,10 +292,7 @@ async fn prepare_with(
         return prepared;
     };
     let d = entry.descriptor();
-    if let Err(e) = json::check_depth(
-        &prepared.tool_use.input,
-        airlock.grants().limits().json_depth,
-    ) {
+    if let Err(e) = json::check_depth(&prepared.tool_use.input, policy.json_depth) {
         prepared.failure = Some(CallError::invalid_input(format!(
             "The input is rejected: {e}"
         )));
@@ -267,7 +321,7 @@ async fn prepare_with(
 /// result processing and post-tool hooks, without changing `cx` (except
 /// the denials and "always allow" answers it records).
 pub async fn execute(
-    airlock: &Airlock,
+    policy: &CallPolicy,
     cx: &ToolContext,
     prepared: Prepared,
     control: CallControl,
@@ -299,7 +353,7 @@ pub async fn execute(
             inv.progress = control.progress;
             inv.cancel = control.cancel;
             let mut stages = Stages {
-                airlock,
+                policy,
                 cx,
                 entry: &entry,
                 inv: &mut inv,
@@ -331,19 +385,19 @@ pub async fn execute(
 /// Runs one tool use to its result: [`prepare`], [`execute`], then
 /// [`ToolContext::finish`] as an exclusive call.
 pub async fn run(
-    airlock: &Airlock,
+    policy: &CallPolicy,
     cx: &mut ToolContext,
     tool_use: ToolUse,
     control: CallControl,
 ) -> ToolResult {
-    let prepared = prepare_with(airlock, cx, tool_use, control.cancel.clone()).await;
-    let completed = execute(airlock, cx, prepared, control).await;
+    let prepared = prepare_with(policy, cx, tool_use, control.cancel.clone()).await;
+    let completed = execute(policy, cx, prepared, control).await;
     cx.finish(completed, true)
 }
 
 /// The stages of one use, sharing what they need.
 struct Stages<'a> {
-    airlock: &'a Airlock,
+    policy: &'a CallPolicy,
     cx: &'a ToolContext,
     entry: &'a Entry,
     inv: &'a mut Invocation,
@@ -365,7 +419,7 @@ impl Stages<'_> {
         self.validate(&input).await?;
 
         // Pre-tool hooks.
-        let hooks = self.airlock.hooks();
+        let hooks = self.policy.hooks();
         let pre = hooks.pre_tool_use(&self.hook_event(&input)).await;
         self.result
             .additional_context
@@ -377,7 +431,7 @@ impl Stages<'_> {
 
         // Permission.
         let tool_decision = self.entry.tool.check_permissions(self.inv, &input).await?;
-        let project_root = self.airlock.grants().workspace().map(|w| w.guest.as_str());
+        let project_root = self.policy.project_dir.as_deref();
         let facts = CallFacts::new(
             d,
             flags,
@@ -425,7 +479,7 @@ impl Stages<'_> {
         self.result.spilled_to = results::spill(
             &mut output,
             d.max_result_size,
-            self.airlock.results(),
+            self.policy.results(),
             &self.inv.tool_use_id,
         )?;
 
@@ -495,7 +549,7 @@ impl Stages<'_> {
             tool_input: input,
             tool_use_id: &self.inv.tool_use_id,
             agent_id: self.cx.agent_id(),
-            project_dir: self.airlock.grants().workspace().map(|w| w.guest.as_str()),
+            project_dir: self.policy.project_dir.as_deref(),
         }
     }
 
@@ -520,7 +574,7 @@ impl Stages<'_> {
                     flags,
                 };
                 let answer = tokio::select! {
-                    answer = self.airlock.prompter().ask(&request) => answer,
+                    answer = self.policy.prompter().ask(&request) => answer,
                     () = self.inv.cancel.cancelled() => {
                         return Err(CallError::cancelled("the call was cancelled while waiting for permission"));
                     }
