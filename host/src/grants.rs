@@ -42,24 +42,12 @@ pub struct HostMount {
     pub configured: PathBuf,
     /// The directory's (device, inode) when it was opened.
     pub id: (u64, u64),
-}
-
-impl HostMount {
     /// A path that opens this very directory, whatever its configured path
     /// names now: its handle's entry in `/proc/self/fd` (`/dev/fd`
     /// elsewhere). Each call's sandbox is built through it, so a granted
     /// directory moved away, or replaced by a link to elsewhere, after it
     /// was granted is not followed.
-    pub fn handle_path(&self) -> PathBuf {
-        use std::os::fd::{AsFd, AsRawFd};
-        let fd = self.dir.as_fd().as_raw_fd();
-        let table = if cfg!(target_os = "linux") {
-            "/proc/self/fd"
-        } else {
-            "/dev/fd"
-        };
-        PathBuf::from(format!("{table}/{fd}"))
-    }
+    pub handle_path: PathBuf,
 }
 
 /// When the agent last saw a file: the host's own stamp of it.
@@ -532,14 +520,24 @@ fn open_mount(configured: &Path, guest: Option<&str>) -> Result<HostMount, LoadE
         .dir_metadata()
         .map_err(|e| LoadError::Grants(format!("{}: {e}", host.display())))?;
     let id = (meta.dev(), meta.ino());
+    let handle_path = {
+        use std::os::fd::{AsFd, AsRawFd};
+        let table = if cfg!(target_os = "linux") {
+            "/proc/self/fd"
+        } else {
+            "/dev/fd"
+        };
+        PathBuf::from(format!("{table}/{}", dir.as_fd().as_raw_fd()))
+    };
     let mount = HostMount {
         guest,
         host,
         dir,
         configured: configured.to_path_buf(),
         id,
+        handle_path,
     };
-    let through_handle = std::fs::metadata(mount.handle_path())
+    let through_handle = std::fs::metadata(&mount.handle_path)
         .map(|m| {
             use std::os::unix::fs::MetadataExt;
             (m.dev(), m.ino())
@@ -548,14 +546,14 @@ fn open_mount(configured: &Path, guest: Option<&str>) -> Result<HostMount, LoadE
             LoadError::Grants(format!(
                 "{}: cannot reopen it through {} ({e}); is /proc mounted?",
                 mount.host.display(),
-                mount.handle_path().display()
+                mount.handle_path.display()
             ))
         })?;
     if through_handle != id {
         return Err(LoadError::Grants(format!(
             "{}: {} names another directory",
             mount.host.display(),
-            mount.handle_path().display()
+            mount.handle_path.display()
         )));
     }
     Ok(mount)

@@ -1546,14 +1546,7 @@ mod tests {
         broken.blake3 = blake3::hash(garbage).to_hex().to_string();
         let s = setup(&[("broken.wasm", garbage)]);
         let registry = listed(&s, vec![broken]).await;
-        let airlock = Airlock::from_parts(
-            s.config.clone(),
-            s.engine.clone(),
-            s.grants.clone(),
-            registry,
-        )
-        .await
-        .unwrap();
+        let airlock = s.airlock(registry).await;
         let host = McpHost::new(airlock);
         // Nothing else has run on this test's runtime yet: this session
         // begins before the list is replaced.

@@ -1085,6 +1085,20 @@ pub(crate) mod tests {
             }
         }
 
+        impl Setup {
+            /// A host over `registry` under this setup's configuration.
+            pub(crate) async fn airlock(&self, registry: Registry) -> Airlock {
+                Airlock::from_parts(
+                    self.config.clone(),
+                    self.engine.clone(),
+                    self.grants.clone(),
+                    registry,
+                )
+                .await
+                .unwrap()
+            }
+        }
+
         pub(crate) fn ls_bytes() -> &'static [u8] {
             crate::bundled::BUNDLED
                 .iter()
@@ -1136,14 +1150,7 @@ pub(crate) mod tests {
             );
             assert!(pending.unwrap().is_ready(), "compiled in the background");
             assert_eq!(artifacts(&s), 1, "and cached");
-            let airlock = Airlock::from_parts(
-                s.config.clone(),
-                s.engine.clone(),
-                s.grants.clone(),
-                registry,
-            )
-            .await
-            .unwrap();
+            let airlock = s.airlock(registry).await;
             assert!(ls_in(&airlock).await.unwrap().contains("a.txt"));
         }
 
@@ -1177,14 +1184,7 @@ pub(crate) mod tests {
             let registry = listed(&s, vec![differs]).await;
             let listed_as = registry.get("ls").unwrap().descriptor().description.clone();
             assert_eq!(listed_as, "what an older build said");
-            let airlock = Airlock::from_parts(
-                s.config.clone(),
-                s.engine.clone(),
-                s.grants.clone(),
-                registry,
-            )
-            .await
-            .unwrap();
+            let airlock = s.airlock(registry).await;
             let refused = ls_in(&airlock).await.unwrap_err();
             assert!(refused.contains("describes itself otherwise"), "{refused}");
             let settled = airlock.settled().await.expect("listed anew");
@@ -1201,14 +1201,7 @@ pub(crate) mod tests {
             let s = setup(&[("broken.wasm", garbage)]);
             let registry = listed(&s, vec![broken.clone()]).await;
             assert!(registry.get("ls").is_some(), "listed from the snapshot");
-            let airlock = Airlock::from_parts(
-                s.config.clone(),
-                s.engine.clone(),
-                s.grants.clone(),
-                registry,
-            )
-            .await
-            .unwrap();
+            let airlock = s.airlock(registry).await;
             let error = ls_in(&airlock).await.unwrap_err();
             assert!(error.contains("could not be loaded"), "{error}");
             let settled = airlock.settled().await.expect("listed anew");

@@ -105,7 +105,7 @@ pub(crate) fn new_store(
         } else {
             FsPerms::ReadOnly
         };
-        wasi.preopened_dir(m.mount.handle_path(), &m.mount.guest, perms)
+        wasi.preopened_dir(&m.mount.handle_path, &m.mount.guest, perms)
             .map_err(|e| CallError::internal(format!("cannot open {}: {e}", m.mount.guest)))?;
     }
     for (name, value) in &grants.env {
