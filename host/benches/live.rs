@@ -27,7 +27,7 @@
 
 mod support;
 
-use airlock_host::pipeline::permissions::PermissionMode;
+use airlock_host::PermissionMode;
 use airlock_host::tool::ProgressSink;
 use airlock_host::{Airlock, CallControl, Config, ErrorClass, ToolUse};
 use serde_json::json;

@@ -11,7 +11,7 @@
 //! waits for the last result. Run with
 //! `cargo bench -p airlock-host --bench scheduler`.
 
-use airlock_host::pipeline::permissions::PermissionMode;
+use airlock_host::PermissionMode;
 use airlock_host::{Airlock, Config, ToolUse};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};

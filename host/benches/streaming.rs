@@ -15,8 +15,8 @@
 //!
 //! Run with `cargo bench -p airlock-host --bench streaming`.
 
+use airlock_host::PermissionMode;
 use airlock_host::adapters::anthropic::{Assembled, StreamAssembler};
-use airlock_host::pipeline::permissions::PermissionMode;
 use airlock_host::{Airlock, Config, ToolUse};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;

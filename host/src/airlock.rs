@@ -10,9 +10,10 @@ use crate::engine::Engine;
 use crate::executor::Executor;
 use crate::grants::Grants;
 use crate::pipeline::hooks::Hooks;
-use crate::pipeline::permissions::{DenyPrompter, PermissionPrompter, PermissionRules};
+use crate::pipeline::prompt::{DenyPrompter, PermissionPrompter};
 use crate::pipeline::results::ResultStore;
 use crate::pipeline::{self, CallControl, CallPolicy, ToolResult, ToolUse};
+use crate::policy::PermissionRules;
 use crate::registry::Registry;
 use std::sync::Arc;
 

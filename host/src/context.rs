@@ -19,10 +19,9 @@
 
 use crate::descriptor::{Descriptor, is_env_name};
 use crate::grants::{CallGrants, FileStamp, Grants, normalize_guest};
-use crate::pipeline::permissions::{
-    DecisionSource, PermissionMode, PermissionRules, Rule, RuleKind,
-};
+use crate::permissions::{PermissionMode, Rule, RuleKind};
 use crate::pipeline::{Completed, ToolResult};
+use crate::policy::{DecisionSource, PermissionRules};
 use crate::registry::Registry;
 use crate::tool::{CallContext, CancellationToken, ContextChange, ReadFiles};
 use std::collections::BTreeMap;

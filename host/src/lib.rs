@@ -8,7 +8,7 @@
 //!
 //! A call takes one path through the modules, top to bottom:
 //!
-//! - [`config`]: `airlock.toml`, with Claude Code [`settings`] files merged
+//! - [`config`]: `airlock.toml`, with Claude Code [`config::settings`] files merged
 //!   in; [`grants`]: what each tool and call gets;
 //! - [`engine`]: wasmtime, the linker allowlist, the [`WasmTool`] adapter;
 //! - [`registry`]: the tools by name, loaded and checked;
@@ -47,10 +47,11 @@ pub mod json;
 pub mod mcp;
 #[cfg(feature = "mcp-client")]
 pub mod mcp_client;
+pub mod permissions;
 pub mod pipeline;
+pub mod policy;
 pub mod registry;
 pub mod sanitize;
-pub mod settings;
 pub mod tool;
 pub mod tool_search;
 
@@ -62,9 +63,8 @@ pub use engine::{Engine, WasmTool};
 pub use error::{CallError, ErrorClass, LoadError};
 pub use executor::{Executor, ExecutorEvent, ExecutorHandle, UseEvents};
 pub use grants::Grants;
-pub use pipeline::permissions::{
-    PermissionAnswer, PermissionMode, PermissionPrompter, PermissionRequest,
-};
+pub use permissions::PermissionMode;
+pub use pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 pub use pipeline::{CallControl, ToolResult, ToolUse};
 pub use registry::Registry;
 pub use tool::{ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput};

@@ -55,7 +55,7 @@ use crate::context::ToolContext;
 use crate::descriptor::Descriptor;
 use crate::error::LoadError;
 use crate::executor::{Executor, ExecutorEvent, ExecutorHandle};
-use crate::pipeline::permissions::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use crate::pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use crate::pipeline::{ToolResult, ToolUse};
 use crate::registry::{Entry, Registry, SourceStamp};
 use crate::sanitize::{self, Sink};

@@ -1045,8 +1045,8 @@ pub(crate) mod tests {
         use crate::Airlock;
         use crate::engine::snapshot_tests::describe_now;
         use crate::engine::{Described, Snapshot};
+        use crate::permissions::PermissionMode;
         use crate::pipeline::ToolUse;
-        use crate::pipeline::permissions::PermissionMode;
 
         /// A workspace holding `a.txt`, a tool directory holding `files`,
         /// and an empty artifact cache.

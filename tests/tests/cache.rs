@@ -3,7 +3,7 @@
 //! check out (a changed artifact, a link, a directory others can write) is
 //! not loaded, and the tool still works.
 
-use airlock_host::pipeline::permissions::PermissionMode;
+use airlock_host::PermissionMode;
 use airlock_host::{Airlock, Config, Engine, Grants, Registry, Tool, ToolOrigin, WasmTool};
 use airlock_tests::*;
 use std::os::unix::fs::PermissionsExt;

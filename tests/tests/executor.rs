@@ -3,8 +3,8 @@
 //! interrupt behaviours on real components, and a tool's log lines before
 //! its result.
 
+use airlock_host::PermissionMode;
 use airlock_host::descriptor::{InterruptBehavior, SafetyFlags};
-use airlock_host::pipeline::permissions::PermissionMode;
 use airlock_host::{Airlock, Engine, ErrorClass, ExecutorEvent, Grants, Registry, ToolUse};
 use airlock_tests::fake::{FakeTool, Run};
 use airlock_tests::*;

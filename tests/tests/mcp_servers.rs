@@ -177,7 +177,7 @@ async fn rules_modes_and_the_environment_apply_to_a_server() {
     );
 
     let plan = Config {
-        permissions: airlock_host::pipeline::permissions::PermissionsConfig {
+        permissions: airlock_host::permissions::PermissionsConfig {
             default_mode: PermissionMode::Plan,
             ..Default::default()
         },

@@ -3,8 +3,8 @@
 //! can be cancelled, and hooks have slots of their own so tool uses holding
 //! preflight stores cannot starve them.
 
-use airlock_host::pipeline::hooks::{HookMatcher, HookSpec};
-use airlock_host::pipeline::permissions::PermissionMode;
+use airlock_host::PermissionMode;
+use airlock_host::config::hooks::{HookMatcher, HookSpec};
 use airlock_host::{Airlock, CallControl, Config, ErrorClass, ToolUse};
 use airlock_tests::*;
 use serde_json::json;

@@ -17,9 +17,8 @@ mod run;
 use crate::Airlock;
 use crate::config::{Config, MountConfig, ToolConfig};
 use crate::descriptor::WorkspaceAccess;
-use crate::pipeline::permissions::{
-    AllowPrompter, DenyPrompter, PermissionMode, PermissionPrompter,
-};
+use crate::permissions::PermissionMode;
+use crate::pipeline::prompt::{AllowPrompter, DenyPrompter, PermissionPrompter};
 use crate::pipeline::{CallControl, ToolUse};
 use crate::tool::{CancellationToken, ProgressSink};
 use clap::{Parser, Subcommand};
@@ -477,8 +476,8 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
         config.limits.timeout_ms = ms;
     }
     for file in &cli.settings {
-        let notes =
-            crate::settings::merge(&mut config, &absolute(file)).map_err(|e| e.to_string())?;
+        let notes = crate::config::settings::merge(&mut config, &absolute(file))
+            .map_err(|e| e.to_string())?;
         for note in notes {
             tracing::info!("{note}");
         }

@@ -3,7 +3,7 @@
 //! tool uses; without a terminal on stderr nobody is asked and the call is
 //! denied, with a message that says how to allow it.
 
-use crate::pipeline::permissions::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use crate::pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use crate::sanitize::{self, Sink};
 use async_trait::async_trait;
 use std::io::{BufRead, BufReader, IsTerminal, Write};

@@ -20,69 +20,21 @@
 //! once. Pre-tool answers combine deny over ask over allow; the first
 //! `updatedInput` (in configuration order) replaces the whole input.
 
+use crate::config::hooks::{DEFAULT_TIMEOUT_SECS, HookMatcher, HookSpec, HooksConfig};
 use crate::engine::{Engine, WasmHook};
 use crate::error::LoadError;
 use crate::host_files::{self, Links};
-use crate::pipeline::permissions::HookVerdict;
+use crate::policy::HookVerdict;
 use crate::sanitize::{self, Sink};
-use serde::Deserialize;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The default time a hook may take, in seconds (Claude Code's default).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
 /// The most bytes read from a command hook's stdout or stderr.
 const MAX_HOOK_OUTPUT: u64 = 1 << 20;
 /// The most characters of a hook's text kept (Claude Code's cap).
 const MAX_HOOK_TEXT: usize = 10_000;
-
-/// The `hooks` section of the configuration.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HooksConfig {
-    /// Hooks run before a call's permission check.
-    #[serde(rename = "PreToolUse", default)]
-    pub pre_tool_use: Vec<HookMatcher>,
-    /// Hooks run after a successful call.
-    #[serde(rename = "PostToolUse", default)]
-    pub post_tool_use: Vec<HookMatcher>,
-}
-
-/// Which tools a group of hooks applies to.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HookMatcher {
-    /// The matcher (see the module docs).
-    #[serde(default)]
-    pub matcher: Option<String>,
-    /// The handlers.
-    pub hooks: Vec<HookSpec>,
-}
-
-/// One handler.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-pub enum HookSpec {
-    /// A shell command.
-    Command {
-        /// The command, run with `sh -c`.
-        command: String,
-        /// Seconds it may take (default 600).
-        #[serde(default)]
-        timeout: Option<u64>,
-    },
-    /// A component exporting `airlock:tool/hook`.
-    Wasm {
-        /// The component file.
-        component: PathBuf,
-        /// Seconds it may take (default 600).
-        #[serde(default)]
-        timeout: Option<u64>,
-    },
-}
 
 enum Matcher {
     All,

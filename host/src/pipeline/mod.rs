@@ -2,10 +2,10 @@
 //!
 //! 1. [`prepare`]: look the tool up in the context's view, bound the input,
 //!    classify it (the executor schedules on these flags);
-//! 2. validation ([`validate`]): the JSON Schema, then the tool's own check;
+//! 2. validation (`validate`): the JSON Schema, then the tool's own check;
 //! 3. pre-tool hooks ([`hooks`]): may rewrite the input, block, ask, allow,
 //!    add context;
-//! 4. permission ([`permissions`]): rules, hooks' verdict, mode, the tool's
+//! 4. permission ([`crate::policy`], asking through [`prompt`]): rules, hooks' verdict, mode, the tool's
 //!    own check; an ask goes to the prompter; denials are recorded;
 //! 5. the call, with progress, under the grants of its final flags;
 //! 6. result processing ([`results`]): output schema, spilling;
@@ -18,7 +18,7 @@
 //! steps back to back. Every tool use gets exactly one [`ToolResult`].
 
 pub mod hooks;
-pub mod permissions;
+pub mod prompt;
 pub mod results;
 pub mod telemetry;
 mod validate;
@@ -30,15 +30,14 @@ use crate::descriptor::SafetyFlags;
 use crate::error::{CallError, ErrorClass};
 use crate::grants::CallGrants;
 use crate::json;
+use crate::permissions::{CallFacts, Rule, RuleKind};
+use crate::policy::{self, DecisionSource, Verdict};
 use crate::registry::Entry;
 use crate::tool::{
     CancellationToken, ContentBlock, ContextChange, Invocation, ProgressSink, ToolOutput,
 };
 use hooks::{HookEvent, Hooks};
-use permissions::{
-    CallFacts, DecisionSource, PermissionAnswer, PermissionPrompter, PermissionRequest, Rule,
-    RuleKind, Verdict,
-};
+use prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use results::ResultStore;
 use serde::Serialize;
 use serde_json::Value;
@@ -443,7 +442,7 @@ impl Stages<'_> {
         .with_digest(self.entry.tool.digest());
         let (verdict, rewritten) = {
             let rules = self.cx.rules();
-            permissions::decide(&rules, self.cx.mode(), &facts, &pre.verdict, &tool_decision)
+            policy::decide(&rules, self.cx.mode(), &facts, &pre.verdict, &tool_decision)
         };
         self.settle_permission(verdict, &input, flags).await?;
         if let Some(rewritten) = rewritten {

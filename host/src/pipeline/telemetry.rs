@@ -6,7 +6,7 @@
 //! and who made it, the duration, and `error.type` (the classified error).
 //! Inputs and outputs are never recorded.
 //!
-//! With the `otel` cargo feature, [`otlp_layer`] exports these spans over
+//! With the `otel` cargo feature, `otlp_layer` exports these spans over
 //! OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`.
 
 use crate::error::CallError;

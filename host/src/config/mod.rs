@@ -18,12 +18,16 @@
 //! assert_eq!(config.tools["fetch"].network, ["example.com"]);
 //! ```
 
+pub mod hooks;
+mod load;
+pub mod settings;
+
 use crate::descriptor::WorkspaceAccess;
-use crate::pipeline::hooks::{HookSpec, HooksConfig};
-use crate::pipeline::permissions::PermissionsConfig;
+use crate::permissions::PermissionsConfig;
+use hooks::HooksConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The whole configuration.
 #[derive(Clone, Debug, Deserialize)]
@@ -73,9 +77,9 @@ pub struct Config {
     pub tool_search: ToolSearchMode,
     /// Claude Code settings files (`.claude/settings.json`) whose
     /// permission rules, mode and hooks are merged in, in order (see
-    /// [`crate::settings`]). They are read when the configuration is parsed
+    /// [`settings`]). They are read when the configuration is parsed
     /// (and moved to `merged_settings`); a configuration built in code
-    /// merges one with [`crate::settings::merge`]. One left here is refused
+    /// merges one with [`settings::merge`]. One left here is refused
     /// by [`crate::Grants::from_config`], never silently skipped.
     #[serde(default)]
     pub settings: Vec<PathBuf>,
@@ -352,110 +356,6 @@ pub struct ConfigError {
 }
 
 impl Config {
-    /// Parses TOML; relative paths resolve against `base` (the file's
-    /// directory), or the current directory when `None`.
-    pub fn from_toml(text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
-        let error = |e: toml::de::Error| ConfigError {
-            path: base.map_or("<config>".into(), |b| b.display().to_string()),
-            message: e.to_string(),
-        };
-        let table: toml::Table = toml::from_str(text).map_err(error)?;
-        let own_mode = table
-            .get("permissions")
-            .and_then(|p| p.as_table())
-            .is_some_and(|p| p.contains_key("default_mode") || p.contains_key("defaultMode"));
-        let mut config: Config = table.try_into().map_err(error)?;
-        let base = match base {
-            Some(b) => b.to_path_buf(),
-            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-        };
-        let fix = |p: &mut PathBuf| *p = resolve_path(p, &base);
-        if let Some(dirs) = &mut config.tool_dirs {
-            dirs.iter_mut().for_each(fix);
-        }
-        if let Some(ws) = &mut config.workspace {
-            fix(ws);
-        }
-        for tool in config.tools.values_mut() {
-            for mount in &mut tool.mounts {
-                fix(&mut mount.host);
-            }
-            if let Some(source) = &mut tool.source {
-                fix(source);
-            }
-        }
-        for server in config.mcp_servers.values_mut() {
-            if let Some(cwd) = &mut server.cwd {
-                fix(cwd);
-            }
-        }
-        if let Some(dir) = &mut config.results_dir {
-            fix(dir);
-        }
-        if let Some(dir) = &mut config.cache_dir {
-            fix(dir);
-        }
-        if let Some(file) = &mut config.approvals {
-            fix(file);
-        }
-        for group in config
-            .hooks
-            .pre_tool_use
-            .iter_mut()
-            .chain(&mut config.hooks.post_tool_use)
-        {
-            for hook in &mut group.hooks {
-                if let HookSpec::Wasm { component, .. } = hook {
-                    fix(component);
-                }
-            }
-        }
-        let mode = config.permissions.default_mode;
-        for path in std::mem::take(&mut config.settings) {
-            for note in crate::settings::merge(&mut config, &resolve_path(&path, &base))? {
-                tracing::info!("{note}");
-            }
-        }
-        if own_mode {
-            config.permissions.default_mode = mode;
-        }
-        Ok(config)
-    }
-
-    /// Reads a configuration file.
-    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = crate::host_files::read_text_capped(
-            path,
-            crate::host_files::CONFIG_BYTES,
-            crate::host_files::Links::Follow,
-        )
-        .map_err(|e| ConfigError {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let mut config = Config::from_toml(&text, path.parent()).map_err(|mut e| {
-            e.path = path.display().to_string();
-            e
-        })?;
-        config.source = Some(path.to_path_buf());
-        Ok(config)
-    }
-
-    /// The configuration Airlock uses when none is named: `$AIRLOCK_CONFIG`,
-    /// else `airlock.toml` in the user's config directory
-    /// (`$XDG_CONFIG_HOME/airlock`, or `~/.config/airlock`), else defaults.
-    /// A project directory's own `airlock.toml` is never read implicitly: a
-    /// cloned repository must not grant itself capabilities.
-    pub fn discover() -> Result<Config, ConfigError> {
-        if let Some(path) = std::env::var_os("AIRLOCK_CONFIG") {
-            return Config::from_file(Path::new(&path));
-        }
-        match user_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("airlock/airlock.toml")) {
-            Some(path) if path.is_file() => Config::from_file(&path),
-            _ => Ok(Config::default()),
-        }
-    }
-
     /// The tool directories in effect: the configured ones, or the user's
     /// tool directory when none are configured and it exists.
     pub fn effective_tool_dirs(&self) -> Vec<PathBuf> {
@@ -579,26 +479,18 @@ pub fn default_tool_dir() -> Option<PathBuf> {
     user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/tools"))
 }
 
-fn user_dir(xdg_var: &str, fallback: &str) -> Option<PathBuf> {
+pub(crate) fn user_dir(xdg_var: &str, fallback: &str) -> Option<PathBuf> {
     std::env::var_os(xdg_var)
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
 }
 
-/// Expands a leading `~/` and makes `path` absolute against `base`.
-fn resolve_path(path: &Path, base: &Path) -> PathBuf {
-    if let Ok(rest) = path.strip_prefix("~")
-        && let Some(home) = std::env::var_os("HOME")
-    {
-        return PathBuf::from(home).join(rest);
-    }
-    base.join(path)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::hooks::HookSpec;
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn defaults_are_safe() {
@@ -656,7 +548,7 @@ mod tests {
         assert_eq!(c.permissions.deny, ["Read(./.env)"]);
         assert_eq!(
             c.permissions.default_mode,
-            crate::pipeline::permissions::PermissionMode::AcceptEdits
+            crate::permissions::PermissionMode::AcceptEdits
         );
         assert_eq!(
             c.hooks.pre_tool_use[0].matcher.as_deref(),

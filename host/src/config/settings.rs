@@ -27,10 +27,10 @@
 //! of the agent (the model, the status line, hooks of non-tool events such
 //! as `Stop`) are not Airlock's to apply and are returned as notes.
 
-use crate::config::{Config, ConfigError};
+use super::hooks::HookMatcher;
+use super::{Config, ConfigError};
 use crate::host_files::{self, Links};
-use crate::pipeline::hooks::HookMatcher;
-use crate::pipeline::permissions::{PermissionMode, Rule};
+use crate::permissions::{PermissionMode, Rule};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -166,13 +166,13 @@ struct Settings {
 /// std::fs::write(&path, r#"{"permissions": {"deny": ["WebFetch"], "defaultMode": "acceptEdits"},
 ///                            "model": "opus"}"#).unwrap();
 /// let mut config = airlock_host::Config::default();
-/// let notes = airlock_host::settings::merge(&mut config, &path).unwrap();
+/// let notes = airlock_host::config::settings::merge(&mut config, &path).unwrap();
 /// assert_eq!(config.permissions.deny, ["WebFetch"]);
 /// assert_eq!(config.permissions.default_mode, airlock_host::PermissionMode::AcceptEdits);
 /// assert!(notes[0].contains("model"));
 ///
 /// std::fs::write(&path, r#"{"hooks": {"PreToolUse": [{"hooks": [{"type": "http", "url": "http://127.0.0.1:9/h"}]}]}}"#).unwrap();
-/// let error = airlock_host::settings::merge(&mut config, &path).unwrap_err();
+/// let error = airlock_host::config::settings::merge(&mut config, &path).unwrap_err();
 /// assert!(error.to_string().contains("hooks.PreToolUse[0].hooks[0].type"), "{error}");
 /// ```
 pub fn merge(config: &mut Config, path: &Path) -> Result<Vec<String>, ConfigError> {
@@ -436,8 +436,8 @@ fn strings(value: &Value, at: &str) -> Result<Vec<String>, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hooks::HookSpec;
     use super::*;
-    use crate::pipeline::hooks::HookSpec;
     use serde_json::json;
 
     fn error(settings: Value) -> String {

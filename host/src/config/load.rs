@@ -1,0 +1,119 @@
+//! Reading a configuration: TOML parsed, relative paths resolved against
+//! the file, the settings files it lists merged in.
+
+use super::hooks::HookSpec;
+use super::{Config, ConfigError, settings, user_dir};
+use crate::host_files::{self, Links};
+use std::path::{Path, PathBuf};
+
+impl Config {
+    /// Parses TOML; relative paths resolve against `base` (the file's
+    /// directory), or the current directory when `None`.
+    pub fn from_toml(text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
+        let error = |e: toml::de::Error| ConfigError {
+            path: base.map_or("<config>".into(), |b| b.display().to_string()),
+            message: e.to_string(),
+        };
+        let table: toml::Table = toml::from_str(text).map_err(error)?;
+        let own_mode = table
+            .get("permissions")
+            .and_then(|p| p.as_table())
+            .is_some_and(|p| p.contains_key("default_mode") || p.contains_key("defaultMode"));
+        let mut config: Config = table.try_into().map_err(error)?;
+        let base = match base {
+            Some(b) => b.to_path_buf(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let fix = |p: &mut PathBuf| *p = resolve_path(p, &base);
+        if let Some(dirs) = &mut config.tool_dirs {
+            dirs.iter_mut().for_each(fix);
+        }
+        if let Some(ws) = &mut config.workspace {
+            fix(ws);
+        }
+        for tool in config.tools.values_mut() {
+            for mount in &mut tool.mounts {
+                fix(&mut mount.host);
+            }
+            if let Some(source) = &mut tool.source {
+                fix(source);
+            }
+        }
+        for server in config.mcp_servers.values_mut() {
+            if let Some(cwd) = &mut server.cwd {
+                fix(cwd);
+            }
+        }
+        if let Some(dir) = &mut config.results_dir {
+            fix(dir);
+        }
+        if let Some(dir) = &mut config.cache_dir {
+            fix(dir);
+        }
+        if let Some(file) = &mut config.approvals {
+            fix(file);
+        }
+        for group in config
+            .hooks
+            .pre_tool_use
+            .iter_mut()
+            .chain(&mut config.hooks.post_tool_use)
+        {
+            for hook in &mut group.hooks {
+                if let HookSpec::Wasm { component, .. } = hook {
+                    fix(component);
+                }
+            }
+        }
+        let mode = config.permissions.default_mode;
+        for path in std::mem::take(&mut config.settings) {
+            for note in settings::merge(&mut config, &resolve_path(&path, &base))? {
+                tracing::info!("{note}");
+            }
+        }
+        if own_mode {
+            config.permissions.default_mode = mode;
+        }
+        Ok(config)
+    }
+
+    /// Reads a configuration file.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = host_files::read_text_capped(path, host_files::CONFIG_BYTES, Links::Follow)
+            .map_err(|e| ConfigError {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let mut config = Config::from_toml(&text, path.parent()).map_err(|mut e| {
+            e.path = path.display().to_string();
+            e
+        })?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    /// The configuration Airlock uses when none is named: `$AIRLOCK_CONFIG`,
+    /// else `airlock.toml` in the user's config directory
+    /// (`$XDG_CONFIG_HOME/airlock`, or `~/.config/airlock`), else defaults.
+    /// A project directory's own `airlock.toml` is never read implicitly: a
+    /// cloned repository must not grant itself capabilities.
+    pub fn discover() -> Result<Config, ConfigError> {
+        if let Some(path) = std::env::var_os("AIRLOCK_CONFIG") {
+            return Config::from_file(Path::new(&path));
+        }
+        match user_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("airlock/airlock.toml")) {
+            Some(path) if path.is_file() => Config::from_file(&path),
+            _ => Ok(Config::default()),
+        }
+    }
+}
+
+/// Expands a leading `~/` and makes `path` absolute against `base`.
+fn resolve_path(path: &Path, base: &Path) -> PathBuf {
+    if let Ok(rest) = path.strip_prefix("~")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    base.join(path)
+}
