@@ -3,6 +3,7 @@
 //! prompter, the results directory), with one method to run a tool use
 //! and one to start a streaming executor.
 
+use crate::call::{CallControl, ToolResult, ToolUse};
 use crate::config::Config;
 use crate::context::ToolContext;
 use crate::descriptor::Descriptor;
@@ -12,7 +13,7 @@ use crate::grants::Grants;
 use crate::pipeline::hooks::Hooks;
 use crate::pipeline::prompt::{DenyPrompter, PermissionPrompter};
 use crate::pipeline::results::ResultStore;
-use crate::pipeline::{self, CallControl, CallPolicy, ToolResult, ToolUse};
+use crate::pipeline::{self, CallPolicy};
 use crate::policy::PermissionRules;
 use crate::registry::Registry;
 use std::sync::Arc;

@@ -17,10 +17,10 @@
 //! calls change the cwd, env or state, while any call may record a read
 //! (a fact, which commutes with other facts).
 
+use crate::call::ToolResult;
 use crate::descriptor::{Descriptor, is_env_name};
 use crate::grants::{CallGrants, FileStamp, Grants, normalize_guest};
 use crate::permissions::{PermissionMode, Rule, RuleKind};
-use crate::pipeline::{Completed, ToolResult};
 use crate::policy::{DecisionSource, PermissionRules};
 use crate::registry::Registry;
 use crate::tool::{CallContext, CancellationToken, ContextChange, ReadFiles};
@@ -47,6 +47,20 @@ pub struct Denial {
     pub source: DecisionSource,
     /// Why.
     pub reason: String,
+}
+
+/// A use that ran: its result, and the context changes still to apply.
+pub struct Completed {
+    pub(crate) result: ToolResult,
+    pub(crate) changes: Vec<ContextChange>,
+    pub(crate) grants: CallGrants,
+}
+
+impl Completed {
+    /// The result, before context changes are applied.
+    pub fn result(&self) -> &ToolResult {
+        &self.result
+    }
 }
 
 /// The agent's context.

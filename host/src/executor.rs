@@ -41,10 +41,12 @@
 //! reaches a running use's token at once, from the caller.
 
 use crate::Airlock;
+use crate::call::{CallControl, ToolResult, ToolUse};
+use crate::context::Completed;
 use crate::context::ToolContext;
 use crate::descriptor::SafetyFlags;
 use crate::error::{CallError, ErrorClass};
-use crate::pipeline::{self, CallControl, Completed, Prepared, ToolResult, ToolUse};
+use crate::pipeline::{self, Prepared};
 use crate::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;

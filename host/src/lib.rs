@@ -32,6 +32,7 @@ pub mod adapters;
 pub mod airlock;
 pub mod approvals;
 pub mod bundled;
+mod call;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
@@ -56,6 +57,7 @@ pub mod tool;
 pub mod tool_search;
 
 pub use airlock::Airlock;
+pub use call::{CallControl, PermissionRecord, ToolResult, ToolUse};
 pub use config::{Config, Limits};
 pub use context::ToolContext;
 pub use descriptor::{Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess};
@@ -65,6 +67,5 @@ pub use executor::{Executor, ExecutorEvent, ExecutorHandle, UseEvents};
 pub use grants::Grants;
 pub use permissions::PermissionMode;
 pub use pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
-pub use pipeline::{CallControl, ToolResult, ToolUse};
 pub use registry::Registry;
 pub use tool::{ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput};

@@ -51,12 +51,12 @@
 //!   (`mcp::tasks`).
 
 use crate::Airlock;
+use crate::call::{ToolResult, ToolUse};
 use crate::context::ToolContext;
 use crate::descriptor::Descriptor;
 use crate::error::LoadError;
 use crate::executor::{Executor, ExecutorEvent, ExecutorHandle};
 use crate::pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
-use crate::pipeline::{ToolResult, ToolUse};
 use crate::registry::{Entry, Registry, SourceStamp};
 use crate::sanitize::{self, Sink};
 use crate::tool::{ContentBlock, ProgressEvent};

@@ -23,7 +23,7 @@ use crate::engine::{Engine, Settled, Snapshot, WasmTool};
 use crate::error::LoadError;
 use crate::grants::{Grants, ToolGrants};
 use crate::host_files::{self, Links};
-use crate::tool::{Tool, ToolOrigin};
+use crate::tool::{Catalog, Tool, ToolOrigin};
 use crate::tool_search::{self, ToolSearch};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -123,6 +123,16 @@ type Servers = crate::mcp_client::Servers;
 #[cfg(not(feature = "mcp-client"))]
 #[derive(Clone, Default)]
 struct Servers;
+
+impl Catalog for Registry {
+    fn descriptor(&self, name: &str) -> Option<&Descriptor> {
+        self.get(name).map(|e| e.descriptor())
+    }
+
+    fn descriptors(&self) -> Vec<&Descriptor> {
+        self.entries().into_iter().map(|e| e.descriptor()).collect()
+    }
+}
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1043,10 +1053,10 @@ pub(crate) mod tests {
     pub(crate) mod listing {
         use super::*;
         use crate::Airlock;
+        use crate::call::ToolUse;
         use crate::engine::snapshot_tests::describe_now;
         use crate::engine::{Described, Snapshot};
         use crate::permissions::PermissionMode;
-        use crate::pipeline::ToolUse;
 
         /// A workspace holding `a.txt`, a tool directory holding `files`,
         /// and an empty artifact cache.

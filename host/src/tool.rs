@@ -407,17 +407,64 @@ impl ProgressSink {
 /// calls that look at it.
 pub type ReadFiles = Arc<Mutex<lru::LruCache<String, FileStamp>>>;
 
+/// The tools in the caller's view, as a tool may see them (what
+/// `tool_search` searches): descriptors only, with the operator's
+/// overrides applied.
+pub trait Catalog: Send + Sync + std::fmt::Debug {
+    /// The descriptor of the tool answering to `name` (a name or an
+    /// alias), if it is in view.
+    fn descriptor(&self, name: &str) -> Option<&Descriptor>;
+    /// Every descriptor in view, sorted by name.
+    fn descriptors(&self) -> Vec<&Descriptor>;
+}
+
+impl<T: Catalog + ?Sized> Catalog for Arc<T> {
+    fn descriptor(&self, name: &str) -> Option<&Descriptor> {
+        (**self).descriptor(name)
+    }
+
+    fn descriptors(&self) -> Vec<&Descriptor> {
+        (**self).descriptors()
+    }
+}
+
+/// A view with no tools in it.
+#[derive(Debug)]
+struct NoTools;
+
+impl Catalog for NoTools {
+    fn descriptor(&self, _name: &str) -> Option<&Descriptor> {
+        None
+    }
+
+    fn descriptors(&self) -> Vec<&Descriptor> {
+        Vec::new()
+    }
+}
+
 /// What a call knows about the agent.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CallContext {
     /// The working directory.
     pub cwd: String,
     /// The tools in the agent's view (what `tool_search` searches).
-    pub tools: Arc<crate::registry::Registry>,
+    pub tools: Arc<dyn Catalog>,
     /// The calling agent, when it is a sub-agent.
     pub agent_id: Option<String>,
     /// The tool's own state.
     pub state: Vec<(String, String)>,
+}
+
+impl Default for CallContext {
+    /// No cwd, no tools in view, not a sub-agent, no state.
+    fn default() -> Self {
+        CallContext {
+            cwd: String::new(),
+            tools: Arc::new(NoTools),
+            agent_id: None,
+            state: Vec::new(),
+        }
+    }
 }
 
 /// One tool use, as it passes through the pipeline.

@@ -18,8 +18,7 @@
 
 use crate::descriptor::{Descriptor, SafetyFlags};
 use crate::error::CallError;
-use crate::registry::Registry;
-use crate::tool::{ContentBlock, Invocation, Tool, ToolOrigin, ToolOutput};
+use crate::tool::{Catalog, ContentBlock, Invocation, Tool, ToolOrigin, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -42,9 +41,9 @@ pub struct ToolSearch {
 }
 
 impl ToolSearch {
-    /// The tool, with a prompt naming the deferred tools of `registry`.
-    pub fn new(registry: &Registry) -> ToolSearch {
-        let deferred: Vec<&str> = deferred(registry).iter().map(|d| d.name.as_str()).collect();
+    /// The tool, with a prompt naming the deferred tools in `tools`.
+    pub fn new(tools: &dyn Catalog) -> ToolSearch {
+        let deferred: Vec<&str> = deferred(tools).iter().map(|d| d.name.as_str()).collect();
         let mut d = Descriptor::new(
             NAME,
             "Finds deferred tools by keyword, regular expression or name and loads their full definitions, so they can be called.",
@@ -113,7 +112,7 @@ impl Tool for ToolSearch {
         let query = input["query"].as_str().unwrap_or_default().trim();
         let limit = input["limit"].as_u64().unwrap_or(5).clamp(1, MAX_LIMIT) as usize;
         let regex = input["mode"].as_str() == Some("regex");
-        let tools = &invocation.context.tools;
+        let tools = &*invocation.context.tools;
         let index = self.index.get_or_init(|| Index::of(&deferred(tools)));
         let found = search_with(tools, query, regex, limit, Some(index))?;
         Ok(output(tools, query, &found))
@@ -146,7 +145,7 @@ impl Tool for ToolSearch {
 /// assert!(search(&tools, "(", true, 5).is_err());
 /// ```
 pub fn search<'r>(
-    tools: &'r Registry,
+    tools: &'r dyn Catalog,
     query: &str,
     regex: bool,
     limit: usize,
@@ -156,7 +155,7 @@ pub fn search<'r>(
 
 /// [`search`], ranking with `index` (of `tools`' deferred tools) when given.
 fn search_with<'r>(
-    tools: &'r Registry,
+    tools: &'r dyn Catalog,
     query: &str,
     regex: bool,
     limit: usize,
@@ -164,8 +163,7 @@ fn search_with<'r>(
 ) -> Result<Vec<&'r Descriptor>, CallError> {
     if let Some(names) = query.strip_prefix("select:") {
         let mut found: Vec<&Descriptor> = Vec::new();
-        for d in names.split(',').filter_map(|n| tools.get(n.trim())) {
-            let d = d.descriptor();
+        for d in names.split(',').filter_map(|n| tools.descriptor(n.trim())) {
             if d.name != NAME && !found.iter().any(|f| f.name == d.name) {
                 found.push(d);
             }
@@ -188,16 +186,15 @@ fn search_with<'r>(
     Ok(index
         .rank(query, limit)
         .into_iter()
-        .filter_map(|name| tools.get(name).map(|e| e.descriptor()))
+        .filter_map(|name| tools.descriptor(name))
         .collect())
 }
 
 /// The deferred tools of `tools`, by name.
-fn deferred(tools: &Registry) -> Vec<&Descriptor> {
+fn deferred(tools: &dyn Catalog) -> Vec<&Descriptor> {
     tools
-        .entries()
+        .descriptors()
         .into_iter()
-        .map(|e| e.descriptor())
         .filter(|d| d.defer_loading && d.name != NAME)
         .collect()
 }
@@ -340,7 +337,7 @@ pub fn definition(d: &Descriptor) -> Value {
     json!({"name": d.name, "description": d.prompt, "input_schema": d.input_schema})
 }
 
-fn output(tools: &Registry, query: &str, found: &[&Descriptor]) -> ToolOutput {
+fn output(tools: &dyn Catalog, query: &str, found: &[&Descriptor]) -> ToolOutput {
     if found.is_empty() {
         let deferred: Vec<&str> = deferred(tools).iter().map(|d| d.name.as_str()).collect();
         return ToolOutput::text(format!(

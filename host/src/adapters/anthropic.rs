@@ -9,8 +9,8 @@
 
 pub use super::Assembled;
 use super::{items_of_type, name_problem, result_blocks, text_at};
+use crate::call::ToolResult;
 use crate::descriptor::{Descriptor, schema_root_problems};
-use crate::pipeline::ToolResult;
 use crate::tool::ContentBlock;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -166,7 +166,7 @@ pub fn tool_result(result: &ToolResult) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::ToolUse;
+    use crate::call::ToolUse;
     use serde_json::json;
 
     /// The event sequence of the Messages API streaming docs.

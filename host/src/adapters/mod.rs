@@ -18,9 +18,9 @@ pub mod anthropic;
 pub mod mcp;
 pub mod openai;
 
+use crate::call::{ToolResult, ToolUse};
 use crate::error::CallError;
 use crate::executor::ExecutorHandle;
-use crate::pipeline::{ToolResult, ToolUse};
 use crate::tool::ContentBlock;
 use serde_json::Value;
 

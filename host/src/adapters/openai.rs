@@ -15,8 +15,8 @@
 //! failure's text starts with `Error: `.
 
 use super::{Assembled, items_of_type, name_problem, result_text, text_at};
+use crate::call::ToolResult;
 use crate::descriptor::Descriptor;
-use crate::pipeline::ToolResult;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 

@@ -10,10 +10,10 @@
 
 use super::render;
 use crate::Airlock;
+use crate::call::ToolUse;
 use crate::config::{Config, ToolConfig};
 use crate::executor::ExecutorEvent;
 use crate::permissions::PermissionMode;
-use crate::pipeline::ToolUse;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::ExitCode;

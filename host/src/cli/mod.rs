@@ -15,11 +15,11 @@ mod render;
 mod run;
 
 use crate::Airlock;
+use crate::call::{CallControl, ToolUse};
 use crate::config::{Config, MountConfig, ToolConfig};
 use crate::descriptor::WorkspaceAccess;
 use crate::permissions::PermissionMode;
 use crate::pipeline::prompt::{AllowPrompter, DenyPrompter, PermissionPrompter};
-use crate::pipeline::{CallControl, ToolUse};
 use crate::tool::{CancellationToken, ProgressSink};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

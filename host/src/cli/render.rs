@@ -4,8 +4,8 @@
 //! ends it quietly.
 
 use crate::Airlock;
+use crate::call::ToolResult;
 use crate::descriptor::{Descriptor, SafetyFlags};
-use crate::pipeline::ToolResult;
 use crate::registry::Entry;
 use crate::sanitize::{self, Sink};
 use crate::tool::{ContentBlock, ProgressEvent, ToolOrigin};

@@ -14,8 +14,8 @@
 //! (queued, started, finished).
 
 use crate::adapters::anthropic::StreamAssembler;
+use crate::call::ToolUse;
 use crate::executor::{ExecutorEvent, ExecutorHandle};
-use crate::pipeline::ToolUse;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
