@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::context::ToolContext;
 use crate::descriptor::Descriptor;
 use crate::engine::Engine;
-use crate::executor::Executor;
+use crate::executor::{Calls, Executor};
 use crate::grants::Grants;
 use crate::pipeline::hooks::Hooks;
 use crate::pipeline::prompt::{DenyPrompter, PermissionPrompter};
@@ -253,14 +253,17 @@ impl Airlock {
     /// A fresh agent context. Tools that a bare deny rule names (`"fetch"`)
     /// are not in its view at all.
     pub fn context(&self) -> ToolContext {
-        let rules = &self.rules;
-        let tools = Arc::new(self.registry.view(|d| !rules.hides(d)));
         ToolContext::new(
             &self.grants,
-            tools,
-            rules.as_ref().clone(),
+            self.visible_tools(),
+            self.rules.as_ref().clone(),
             self.config.permissions.default_mode,
         )
+    }
+
+    /// The registry without the tools a bare deny rule hides.
+    fn visible_tools(&self) -> Arc<Registry> {
+        Arc::new(self.registry.view(|d| !self.rules.hides(d)))
     }
 
     /// The same host with only the tools `keep` accepts in its registry.
@@ -289,6 +292,21 @@ impl Airlock {
     /// Starts a streaming executor over `cx`: add tool uses as they arrive
     /// from the model, read results in order.
     pub fn executor(&self, cx: ToolContext) -> Executor {
-        Executor::new(self.clone(), cx)
+        Executor::new(self, cx)
+    }
+}
+
+impl From<&Airlock> for Calls {
+    fn from(airlock: &Airlock) -> Calls {
+        Calls {
+            policy: airlock.policy.clone(),
+            tools: airlock.visible_tools(),
+        }
+    }
+}
+
+impl From<Airlock> for Calls {
+    fn from(airlock: Airlock) -> Calls {
+        Calls::from(&airlock)
     }
 }

@@ -40,13 +40,13 @@
 //! channel of its own, in that order, with no task in between; a cancel
 //! reaches a running use's token at once, from the caller.
 
-use crate::Airlock;
 use crate::call::{CallControl, ToolResult, ToolUse};
 use crate::context::Completed;
 use crate::context::ToolContext;
 use crate::descriptor::SafetyFlags;
 use crate::error::{CallError, ErrorClass};
-use crate::pipeline::{self, Prepared};
+use crate::pipeline::{self, CallPolicy, Prepared};
+use crate::registry::Registry;
 use crate::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -108,7 +108,7 @@ enum Command {
     Add(ToolUse, Option<mpsc::UnboundedSender<ExecutorEvent>>),
     AddFailed(ToolUse, CallError),
     Cancel(String),
-    Refresh(Box<Airlock>),
+    Refresh(Box<Calls>),
     Close,
 }
 
@@ -210,10 +210,11 @@ impl ExecutorHandle {
         let _ = self.commands.send(Command::Cancel(id));
     }
 
-    /// Uses added from now on see `airlock`'s tools (and the context's view
-    /// of them is replaced); uses already added keep the tools they had.
-    pub fn refresh(&self, airlock: Airlock) {
-        let _ = self.commands.send(Command::Refresh(Box::new(airlock)));
+    /// Uses added from now on run against `calls` (a refreshed
+    /// [`crate::Airlock`] converts into them): the context's view of the
+    /// tools is replaced; uses already added keep the tools they had.
+    pub fn refresh(&self, calls: impl Into<Calls>) {
+        let _ = self.commands.send(Command::Refresh(Box::new(calls.into())));
     }
 
     /// Says no more tool uses will come (the message ended).
@@ -243,26 +244,39 @@ impl UseEvents {
     }
 }
 
+/// What an executor runs uses against: the policy every call is checked
+/// under, and the tools a refresh puts in the context's view. An
+/// [`crate::Airlock`] converts into them (its tools without those a bare
+/// deny rule hides).
+#[derive(Clone, Debug)]
+pub struct Calls {
+    /// Hooks, prompter, results store and limits for every call.
+    pub policy: Arc<CallPolicy>,
+    /// The tools in view after a refresh.
+    pub tools: Arc<Registry>,
+}
+
 impl Executor {
-    /// Starts an executor for one batch over `cx` (see [`Airlock::executor`]).
-    pub fn new(airlock: Airlock, cx: ToolContext) -> Executor {
-        Executor::start(airlock, cx, Mode::Batch)
+    /// Starts an executor for one batch over `cx` (see
+    /// [`crate::Airlock::executor`]).
+    pub fn new(calls: impl Into<Calls>, cx: ToolContext) -> Executor {
+        Executor::start(calls.into(), cx, Mode::Batch)
     }
 
     /// Starts a session executor over `cx`: uses are independent requests
     /// (an MCP client's calls), each result comes out as soon as it is
     /// done, a failure cancels nothing else, and the executor runs until
     /// it is closed or every handle is dropped.
-    pub fn session(airlock: Airlock, cx: ToolContext) -> Executor {
-        Executor::start(airlock, cx, Mode::Session)
+    pub fn session(calls: impl Into<Calls>, cx: ToolContext) -> Executor {
+        Executor::start(calls.into(), cx, Mode::Session)
     }
 
-    fn start(airlock: Airlock, cx: ToolContext, mode: Mode) -> Executor {
+    fn start(calls: Calls, cx: ToolContext, mode: Mode) -> Executor {
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = mpsc::unbounded_channel();
         let abort = cx.abort_handle().clone();
         let running = Running::default();
-        let scheduler = Scheduler::new(airlock, cx, event_tx, mode, running.clone());
+        let scheduler = Scheduler::new(calls, cx, event_tx, mode, running.clone());
         let task = tokio::spawn(scheduler.run(command_rx));
         Executor {
             handle: ExecutorHandle {
@@ -362,7 +376,7 @@ enum Report {
 }
 
 struct Scheduler {
-    airlock: Airlock,
+    calls: Calls,
     cx: ToolContext,
     events: mpsc::UnboundedSender<ExecutorEvent>,
     reports_tx: mpsc::UnboundedSender<Report>,
@@ -391,7 +405,7 @@ struct Scheduler {
 
 impl Scheduler {
     fn new(
-        airlock: Airlock,
+        calls: Calls,
         cx: ToolContext,
         events: mpsc::UnboundedSender<ExecutorEvent>,
         mode: Mode,
@@ -402,7 +416,7 @@ impl Scheduler {
         let (progress, logs_rx) = progress.with_logs(LOG_BUFFER);
         let batch = cx.abort_handle().child_token();
         Scheduler {
-            airlock,
+            calls,
             cx,
             events,
             reports_tx,
@@ -437,9 +451,9 @@ impl Scheduler {
                     Some(Command::Add(tool_use, reply)) => self.add(tool_use, reply),
                     Some(Command::AddFailed(tool_use, error)) => self.add_failed(tool_use, error),
                     Some(Command::Cancel(id)) => self.cancel(&id),
-                    Some(Command::Refresh(airlock)) => {
-                        self.cx.set_tools(airlock.context().tools().clone());
-                        self.airlock = *airlock;
+                    Some(Command::Refresh(calls)) => {
+                        self.cx.set_tools(calls.tools.clone());
+                        self.calls = *calls;
                     }
                     Some(Command::Close) | None => closed = true,
                 },
@@ -510,7 +524,7 @@ impl Scheduler {
             .tools()
             .get(&tool_use.name)
             .is_some_and(|entry| entry.descriptor().preflight.classify);
-        let policy = self.airlock.policy().clone();
+        let policy = self.calls.policy.clone();
         let snapshot = self.cx.clone();
         let classify = async move {
             let prepared = pipeline::prepare(&policy, &snapshot, tool_use).await;
@@ -707,7 +721,7 @@ impl Scheduler {
             at: self.now(),
         });
         lock(&self.running).insert(i, (self.uses[at].id.clone(), cancel.clone()));
-        let policy = self.airlock.policy().clone();
+        let policy = self.calls.policy.clone();
         let snapshot = self.cx.clone();
         let control = CallControl {
             progress: self.progress.clone(),

@@ -63,7 +63,7 @@ pub use context::ToolContext;
 pub use descriptor::{Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess};
 pub use engine::{Engine, WasmTool};
 pub use error::{CallError, ErrorClass, LoadError};
-pub use executor::{Executor, ExecutorEvent, ExecutorHandle, UseEvents};
+pub use executor::{Calls, Executor, ExecutorEvent, ExecutorHandle, UseEvents};
 pub use grants::Grants;
 pub use permissions::PermissionMode;
 pub use pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
