@@ -18,7 +18,7 @@ build-guests:
     for manifest in guest-tools/*/Cargo.toml; do
         packages+=(--package "$(sed -n 's/^name = "\(.*\)"$/\1/p' "$manifest" | head -n1)")
     done
-    # The flags of the build scripts' guest build (host/build/guests.rs), so
+    # The flags of the build scripts' guest build (host/bundled/build/guests.rs), so
     # the two share their artifacts and build the same bytes.
     CARGO_ENCODED_RUSTFLAGS="--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" CARGO_INCREMENTAL=0 \
         cargo build --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} "${packages[@]}"
@@ -35,7 +35,7 @@ test:
 
 # Run the demo on the bundled tools (the README's demo command).
 demo:
-    cargo run -p airlock-host -- demo
+    cargo run -p airlock-cli -- demo
 
 # Formatting and lints, for the host and for the guests' own target.
 lint:
@@ -51,7 +51,7 @@ bench:
 fuzz seconds="600":
     #!/usr/bin/env bash
     set -euo pipefail
-    cargo test --no-run -p airlock-host   # builds the first-party guests into {{guest_target}}
+    cargo build -p airlock-bundled --features bundled-tools   # builds the first-party guests into {{guest_target}}
     corpus=tests/fuzz/corpus
     mkdir -p $corpus/component_load $corpus/input_path
     cp {{guest_target}}/wasm32-wasip2/guest/*.wasm $corpus/component_load/

@@ -2,7 +2,7 @@
 """Runs Airlock's benchmarks and writes BENCHMARKS.md (`just bench`).
 
 Every figure is measured in this run next to its baseline: criterion
-benches under host/benches/ (medians from target/criterion), the `live`
+benches under host/*/benches/ (medians from target/criterion), the `live`
 bench for tail latency and memory, and hyperfine for whole processes
 (cold start, grep against ripgrep). Needs python3, hyperfine and ripgrep
 (installed with cargo and pip when missing), the Python `mcp` SDK (the
@@ -31,7 +31,7 @@ TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 GREP_PATTERN = r"fn \w+_unchecked"
 COMMANDS = []
 # The peers `just bench` measures beside Airlock when they are provided:
-# the variables naming them (see `host/benches/mcp_stdio.rs`).
+# the variables naming them (see `host/cli/benches/mcp_stdio.rs`).
 PEERS = [
     {
         "id": "wassette", "name": "Wassette",
@@ -51,7 +51,7 @@ PEERS = [
         "env": ("AIRLOCK_PEER_HYPER_MCP",),
         "about": "hyper-mcp, from the crate registry (`cargo install --locked "
                  "hyper-mcp@0.8.3`), serving one Extism plugin, "
-                 "`host/benches/peers/hyper-mcp-echo.wat` (839 bytes), whose tool answers "
+                 "`host/cli/benches/peers/hyper-mcp-echo.wat` (839 bytes), whose tool answers "
                  "with its request; it runs a plugin's calls one at a time (a lock per "
                  "plugin).",
         "missing": "- **hyper-mcp**: not measured in this run. Install it (`cargo install "
@@ -178,7 +178,7 @@ def peer_lines():
         "## Side by side with peers",
         "",
         "Each peer is a child process driven by the same raw JSON-RPC client as rows 8 "
-        "and 8d (`host/benches/mcp_stdio.rs`, group `mcp_peers`), each figure measured "
+        "and 8d (`host/cli/benches/mcp_stdio.rs`, group `mcp_peers`), each figure measured "
         "right after Airlock's in the same run. Airlock calls its bundled `sleep "
         "{\"ms\": 0}`, a peer a trivial echo tool (`echo {\"message\": \"hi\"}`). Start: "
         "from spawning the process to a `tools/list` reply that lists the tool (Airlock "
@@ -240,7 +240,7 @@ def main():
     # Only this run's peer figures count: a peer not provided now is not shown.
     shutil.rmtree(TARGET / "criterion" / "mcp_peers", ignore_errors=True)
     benches = ["overhead", "scheduler", "epoch", "streaming", "grep", "mcp_stdio", "dynamic"]
-    cmd = ["cargo", "bench", "-p", "airlock-host"]
+    cmd = ["cargo", "bench", "-p", "airlock-host", "-p", "airlock-engine", "-p", "airlock-cli"]
     for b in benches:
         cmd += ["--bench", b]
     bench_env = dict(os.environ, AIRLOCK_BENCH_RG=rg, AIRLOCK_BENCH_CORPUS=str(corpus))
@@ -256,7 +256,7 @@ def main():
             value = json.loads(line[len("RESULT "):])
             live[value["figure"]] = value
 
-    run(["cargo", "build", "--release", "-p", "airlock-host"])
+    run(["cargo", "build", "--release", "-p", "airlock-cli"])
     run(["cargo", "build", "-p", "airlock-tests"])  # builds the test guests
     airlock = TARGET / "release" / "airlock"
     patient = TARGET / "guests/wasm32-wasip2/guest/airlock_test_patient.wasm"
@@ -516,22 +516,22 @@ def main():
         "",
         "1. `sleep {\"ms\": 0}` through `Airlock::call`: schema validation, the tool's "
         "preflight exports (none declared), permissions, a fresh sandboxed store from the "
-        "pool, result processing, telemetry (`host/benches/overhead.rs`).",
+        "pool, result processing, telemetry (`host/host/benches/overhead.rs`).",
         f"2. `airlock call sleep` as a new process with the {components - 1} bundled tools and "
         "one more component in a tool directory, from an empty home (so no user "
         "configuration); the cold run deletes the artifact cache first.",
-        "3. Whole batches through one streaming executor (`host/benches/scheduler.rs`); the "
+        "3. Whole batches through one streaming executor (`host/host/benches/scheduler.rs`); the "
         "ideal mixed schedule is two 50 ms sleeps plus one `write`, each measured alone.",
-        "4. A recorded Anthropic stream replayed in real time (`host/benches/streaming.rs`).",
+        "4. A recorded Anthropic stream replayed in real time (`host/host/benches/streaming.rs`).",
         "5. The bundled `grep` component, and a hand-written worst-case loop, on engines "
-        "with and without epoch interruption (`host/benches/epoch.rs`); cancellation from "
-        "`cancel()` to the call's result while grep searches 64 MB (`host/benches/live.rs`).",
+        "with and without epoch interruption (`host/engine/benches/epoch.rs`); cancellation from "
+        "`cancel()` to the call's result while grep searches 64 MB (`host/host/benches/live.rs`).",
         f"6. One `grep` call in a running host against spawning `rg -j1` "
-        f"(`host/benches/grep.rs`), then both as whole processes (hyperfine); pattern "
+        f"(`host/host/benches/grep.rs`), then both as whole processes (hyperfine); pattern "
         f"`{GREP_PATTERN}`, count mode; the per-file counts of both are compared.",
-        "7. 1,000 `sleep` calls running at once in one process (`host/benches/live.rs`).",
+        "7. 1,000 `sleep` calls running at once in one process (`host/host/benches/live.rs`).",
         "8. `airlock mcp` as a child process driven by a raw JSON-RPC client over its "
-        "stdin/stdout, one write per message (`host/benches/mcp_stdio.rs`): `tools/call` of "
+        "stdin/stdout, one write per message (`host/cli/benches/mcp_stdio.rs`): `tools/call` of "
         "`sleep {\"ms\": 0}` one at a time and 64 at once, `ping`, the same request echoed "
         "by `cat`, the call in process, and a fresh process's handshake plus `tools/list` "
         "(with a warm and an empty artifact cache); `airlock run` over 2,000 `cd` uses "
@@ -539,10 +539,10 @@ def main():
         "(`scripts/mcp_sdk_read.py`).",
         "10. One agent context keeps 2,000 `sleep` calls of 50 ms in flight (so about a "
         "thousand wait for a pool slot); another makes 200 `sleep {\"ms\": 0}` calls one "
-        "after another (`host/benches/live.rs`). Slots go to the contexts in turn.",
+        "after another (`host/host/benches/live.rs`). Slots go to the contexts in turn.",
         "11. 300 copies of `sleep`, each with a custom section of its own, loaded from a tool "
         "directory with an empty artifact cache: a few at a time, within a 128 MiB budget of "
-        "component bytes (`host/benches/live.rs`, run first in its process).",
+        "component bytes (`host/host/benches/live.rs`, run first in its process).",
         "",
         "## Commands",
         "",

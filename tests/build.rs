@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-include!("../host/build/guests.rs");
+include!("../host/bundled/build/guests.rs");
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
@@ -24,5 +24,5 @@ fn main() {
     }
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     std::fs::write(out_dir.join("guests.rs"), code).expect("cannot write guests.rs");
-    println!("cargo:rerun-if-changed=../host/build/guests.rs");
+    println!("cargo:rerun-if-changed=../host/bundled/build/guests.rs");
 }

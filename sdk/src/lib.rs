@@ -108,7 +108,7 @@ pub trait Tool {
     fn describe() -> Describe;
 
     /// The safety flags for one input, when they differ from the
-    /// descriptor's (the seed's `isReadOnly(input)`): `None` keeps them.
+    /// descriptor's (Claude Code's `isReadOnly(input)`): `None` keeps them.
     fn classify(_input: &Self::Input) -> Option<Flags> {
         None
     }

@@ -224,7 +224,7 @@ pub mod fake {
         }
 
         /// Classifies each input: concurrency-safe and read-only unless
-        /// `"exclusive": true` (the seed's `isConcurrencySafe(input)`).
+        /// `"exclusive": true` (Claude Code's `isConcurrencySafe(input)`).
         pub fn classified_by_input(mut self) -> Self {
             self.by_input = true;
             self

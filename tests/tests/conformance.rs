@@ -9,15 +9,15 @@
 //! `target/tmp/mcp-conformance/summary.txt` (CI prints it), each scenario's
 //! checks under `results/` beside it.
 
-use airlock_host::mcp::{HttpOptions, McpHost};
+use airlock_mcp::{HttpOptions, McpHost};
 use airlock_tests::*;
 use std::path::Path;
 use std::process::Command;
 
-#[path = "../../host/tests/support/python.rs"]
+#[path = "../support/python.rs"]
 mod python;
 
-#[path = "../../host/tests/support/node.rs"]
+#[path = "../support/node.rs"]
 mod node;
 
 /// The fixture tools, as built by `tests/build.rs`.

@@ -83,6 +83,7 @@ async fn rx02_sleeping_forever_is_stopped_by_the_wall_clock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rx03_bulk_memory_operations_are_interrupted() {
+    let _serial = measured().await;
     let airlock = hostile(limits_config("hostile", timeout(400))).await;
     let started = Instant::now();
     let r = attack(&airlock, json!({"attack": "bulk"})).await;
@@ -97,6 +98,7 @@ async fn rx03_bulk_memory_operations_are_interrupted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rx04_a_storm_of_host_calls_is_bounded() {
+    let _serial = measured().await;
     let airlock = hostile(limits_config("hostile", timeout(400))).await;
     let (r, canary) = with_canary(&airlock, json!({"attack": "progress_flood"})).await;
     // It finishes or times out; either way it is bounded and harmless.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-#[path = "../../host/tests/support/python.rs"]
+#[path = "../support/python.rs"]
 mod support;
 
 /// The tests' Python interpreter, with the pinned `mcp` SDK (a virtual

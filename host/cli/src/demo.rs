@@ -1,0 +1,339 @@
+//! `airlock demo`: the main job on the bundled tools. It copies a small
+//! sample project into a temporary workspace, starts a one-page HTTP server
+//! on loopback (the only host `fetch` is granted), and plays five model
+//! turns through the streaming executor, the path every front end uses:
+//! reads that overlap, edits that run alone, a `cd` whose context change
+//! the next calls see, waiting and the network, and refusals. It prints
+//! each result with its effective flags and a timeline of each turn; some
+//! calls are meant to be refused, and the demo fails if any outcome is not
+//! the expected one.
+
+use super::render;
+use airlock_host::Airlock;
+use airlock_host::ToolUse;
+use airlock_host::config::{Config, ToolConfig};
+use airlock_host::executor::ExecutorEvent;
+use airlock_host::permissions::PermissionMode;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The sample project: (path, content).
+const SAMPLE: &[(&str, &str)] = &[
+    (
+        "README.md",
+        "# greeter\n\nA tiny sample project for the Airlock demo.\n\nRun it with `cargo run`.\n",
+    ),
+    (
+        "Cargo.toml",
+        "[package]\nname = \"greeter\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+    ),
+    (
+        "src/main.rs",
+        "fn main() {\n    println!(\"{}\", greeter::greet(\"world\"));\n}\n",
+    ),
+    (
+        "src/lib.rs",
+        "/// Returns a greeting for `name`.\npub fn greet(name: &str) -> String {\n    format!(\"Hello, {name}!\")\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn greets() {\n        assert_eq!(super::greet(\"a\"), \"Hello, a!\");\n    }\n}\n",
+    ),
+    (".gitignore", "target/\n"),
+    (".env", "API_KEY=do-not-leak\n"),
+    (
+        "target/debug/generated.rs",
+        "fn generated_and_ignored() {}\n",
+    ),
+];
+
+const PAGE: &str = "Hello from a loopback server. Airlock let this request through because the \
+                    operator granted fetch the host 127.0.0.1.\n";
+
+/// How many lines of each result the demo prints.
+const SHOWN_LINES: usize = 12;
+
+struct Step {
+    tool: &'static str,
+    input: Value,
+    expect_ok: bool,
+}
+
+struct Turn {
+    title: &'static str,
+    steps: Vec<Step>,
+}
+
+fn script(port: u16) -> Vec<Turn> {
+    let ok = |tool, input| Step {
+        tool,
+        input,
+        expect_ok: true,
+    };
+    let refused = |tool, input| Step {
+        tool,
+        input,
+        expect_ok: false,
+    };
+    vec![
+        Turn {
+            title: "the model explores: four reads in one message run side by side",
+            steps: vec![
+                ok("ls", json!({})),
+                ok("glob", json!({"pattern": "**/*.rs"})),
+                ok(
+                    "grep",
+                    json!({"pattern": "fn \\w+", "output_mode": "content", "-n": true}),
+                ),
+                ok("read", json!({"file_path": "src/lib.rs"})),
+            ],
+        },
+        Turn {
+            title: "the model edits: edits run alone, in order; an unread file is refused",
+            steps: vec![
+                ok(
+                    "edit",
+                    json!({"file_path": "src/lib.rs", "old_string": "Hello, {name}!", "new_string": "Hello, {name}! Welcome to Airlock."}),
+                ),
+                refused(
+                    "edit",
+                    json!({"file_path": "src/main.rs", "old_string": "world", "new_string": "moon"}),
+                ),
+                ok(
+                    "write",
+                    json!({"file_path": "notes/todo.md", "content": "- try the demo\n"}),
+                ),
+            ],
+        },
+        Turn {
+            title: "a context change: the calls after `cd` see the new working directory",
+            steps: vec![
+                ok("cd", json!({"path": "src"})),
+                ok("ls", json!({})),
+                ok("read", json!({"file_path": "../README.md", "limit": 3})),
+            ],
+        },
+        Turn {
+            title: "waiting and the network: fetch reaches only the granted host",
+            steps: vec![
+                ok("sleep", json!({"ms": 300})),
+                ok(
+                    "fetch",
+                    json!({"url": format!("http://127.0.0.1:{port}/hello")}),
+                ),
+                refused("fetch", json!({"url": "https://example.com/"})),
+            ],
+        },
+        Turn {
+            title: "refusals: outside the workspace, a deny rule, an invalid regex",
+            steps: vec![
+                refused("read", json!({"file_path": "/etc/passwd"})),
+                refused("read", json!({"file_path": "../.env"})),
+                refused("grep", json!({"pattern": "(unclosed"})),
+            ],
+        },
+    ]
+}
+
+/// Runs the demo.
+pub(crate) async fn run() -> ExitCode {
+    match demo().await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(super::EXIT_CALL_FAILED),
+        Err(e) => {
+            eprintln!("airlock demo: {e:#}");
+            ExitCode::from(super::EXIT_CONFIG)
+        }
+    }
+}
+
+async fn demo() -> anyhow::Result<bool> {
+    let workspace = tempfile::Builder::new().prefix("airlock-demo-").tempdir()?;
+    for (path, content) in SAMPLE {
+        let path = workspace.path().join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, content)?;
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let server = tokio::spawn(serve(listener));
+
+    let mut config = Config {
+        workspace: Some(workspace.path().to_path_buf()),
+        tool_dirs: Some(Vec::new()),
+        ..Config::default()
+    };
+    config.tools.insert(
+        "fetch".into(),
+        ToolConfig {
+            network: vec!["127.0.0.1".into()],
+            ..ToolConfig::default()
+        },
+    );
+    config.permissions.default_mode = PermissionMode::AcceptEdits;
+    config.permissions.deny = vec!["Read(/.env)".into()];
+    let started = Instant::now();
+    let airlock = Airlock::new(config).await?;
+    let mut cx = airlock.context();
+    println!(
+        "Airlock demo: {} bundled tools loaded in {} ms; workspace {}",
+        airlock.registry().len(),
+        started.elapsed().as_millis(),
+        cx.cwd()
+    );
+    for failure in airlock.registry().failures() {
+        println!("  unavailable: {failure}");
+    }
+    println!(
+        "Grants: the workspace read-write; fetch may reach 127.0.0.1 only; nothing else.\n\
+         Permissions: acceptEdits mode; the rule Read(/.env) denies reading the .env file.\n"
+    );
+
+    let turns = script(port);
+    let total: usize = turns.iter().map(|t| t.steps.len()).sum();
+    let mut surprises = Vec::new();
+    let mut n = 0;
+    for (t, turn) in turns.iter().enumerate() {
+        println!("Turn {}: {}", t + 1, turn.title);
+        let mut executor = airlock.executor(cx);
+        for (i, step) in turn.steps.iter().enumerate() {
+            executor.add(ToolUse::new(
+                format!("t{}-{}", t + 1, i + 1),
+                step.tool,
+                step.input.clone(),
+            ));
+        }
+        executor.close();
+        let mut spans: HashMap<String, (Duration, Duration)> = HashMap::new();
+        let mut i = 0;
+        while let Some(event) = executor.next().await {
+            match event {
+                ExecutorEvent::Progress(p) => println!("    {}", render::progress_line(&p)),
+                ExecutorEvent::Started { tool_use_id, at } => {
+                    spans.entry(tool_use_id).or_insert((at, at)).0 = at;
+                }
+                ExecutorEvent::Finished { tool_use_id, at } => {
+                    spans.entry(tool_use_id).or_insert((at, at)).1 = at;
+                }
+                ExecutorEvent::Queued { .. } | ExecutorEvent::Log(_) => {}
+                ExecutorEvent::Result(result) => {
+                    let step = &turn.steps[i];
+                    i += 1;
+                    n += 1;
+                    println!("  [{n}/{total}] {} {}", step.tool, step.input);
+                    if let Some(flags) = result.flags {
+                        println!("      flags: {} ({flags})", render::flag_codes(flags));
+                    }
+                    let ms = result.duration.as_secs_f64() * 1000.0;
+                    let text = match &result.outcome {
+                        Ok(output) => {
+                            println!("      ok in {ms:.1} ms");
+                            render::content_text(&output.content)
+                        }
+                        Err(e) => {
+                            println!("      refused in {ms:.1} ms ({})", e.class);
+                            e.message.clone()
+                        }
+                    };
+                    print_indented(&text);
+                    if result.outcome.is_ok() != step.expect_ok {
+                        surprises.push(format!(
+                            "call {n} ({}) {} but was expected to {}",
+                            step.tool,
+                            if result.outcome.is_ok() {
+                                "succeeded"
+                            } else {
+                                "failed"
+                            },
+                            if step.expect_ok { "succeed" } else { "fail" }
+                        ));
+                    }
+                }
+            }
+        }
+        cx = executor.into_context().await;
+        print_timeline(turn, t + 1, &spans);
+        println!("      context: the cwd is {}\n", cx.cwd());
+    }
+    server.abort();
+
+    let refused = turns
+        .iter()
+        .flat_map(|t| &t.steps)
+        .filter(|s| !s.expect_ok)
+        .count();
+    if surprises.is_empty() {
+        println!(
+            "Done: {total} calls, {} succeeded and {refused} were refused, all as expected.",
+            total - refused
+        );
+        Ok(true)
+    } else {
+        for s in &surprises {
+            println!("UNEXPECTED: {s}");
+        }
+        Ok(false)
+    }
+}
+
+/// Draws when each call of a turn ran, on a shared time axis.
+fn print_timeline(turn: &Turn, t: usize, spans: &HashMap<String, (Duration, Duration)>) {
+    const WIDTH: f64 = 40.0;
+    let end = spans
+        .values()
+        .map(|s| s.1)
+        .max()
+        .unwrap_or_default()
+        .as_secs_f64()
+        .max(1e-3);
+    println!("      timeline of turn {t} ({:.1} ms):", end * 1000.0);
+    for (i, step) in turn.steps.iter().enumerate() {
+        let Some((from, to)) = spans.get(&format!("t{t}-{}", i + 1)) else {
+            continue;
+        };
+        let a = (from.as_secs_f64() / end * WIDTH).round() as usize;
+        let b = ((to.as_secs_f64() / end * WIDTH).round() as usize).max(a + 1);
+        let bar: String = (0..WIDTH as usize)
+            .map(|c| if c >= a && c < b { '#' } else { '.' })
+            .collect();
+        println!(
+            "        {:<6} {bar} {:>7.1} → {:>7.1} ms",
+            step.tool,
+            from.as_secs_f64() * 1000.0,
+            to.as_secs_f64() * 1000.0
+        );
+    }
+}
+
+fn print_indented(text: &str) {
+    let lines: Vec<&str> = text.lines().collect();
+    for line in lines.iter().take(SHOWN_LINES) {
+        println!("      | {line}");
+    }
+    if lines.len() > SHOWN_LINES {
+        println!("      | … ({} more lines)", lines.len() - SHOWN_LINES);
+    }
+}
+
+/// Answers every request on `listener` with [`PAGE`].
+async fn serve(listener: tokio::net::TcpListener) {
+    while let Ok((mut stream, _)) = listener.accept().await {
+        tokio::spawn(async move {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 << 10 {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{PAGE}",
+                PAGE.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}

@@ -1,0 +1,620 @@
+//! The `airlock` command line: a thin front end over [`airlock_host::Airlock`].
+//!
+//! It turns flags into a [`Config`], loads the host, and prints. It owns no
+//! policy: every grant and limit it applies is one a configuration file
+//! could set too.
+//!
+//! Exit codes: 0 success; 1 the call failed; 2 bad command line; 3 bad
+//! configuration; 4 no such tool, or the tool is unavailable; 128 + the
+//! signal's number when stopped by SIGTERM, SIGHUP or SIGINT (which `call`
+//! and `run`, once started, take to cancel the call).
+
+#![deny(missing_docs)]
+
+mod demo;
+mod prompt;
+mod render;
+mod run;
+
+use airlock_host::Airlock;
+use airlock_host::config::{Config, MountConfig, ToolConfig};
+use airlock_host::descriptor::WorkspaceAccess;
+use airlock_host::permissions::PermissionMode;
+use airlock_host::pipeline::prompt::{AllowPrompter, DenyPrompter, PermissionPrompter};
+use airlock_host::tool::{CancellationToken, ProgressSink};
+use airlock_host::{CallControl, ToolUse};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Exit code: the call failed.
+pub const EXIT_CALL_FAILED: u8 = 1;
+/// Exit code: the configuration is unusable.
+pub const EXIT_CONFIG: u8 = 3;
+/// Exit code: no such tool, or it is unavailable.
+pub const EXIT_NO_TOOL: u8 = 4;
+
+/// A WebAssembly-sandboxed tool host for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version, about, long_about = None)]
+pub struct Cli {
+    /// The configuration file (default: $AIRLOCK_CONFIG, else ~/.config/airlock/airlock.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Merge the permission rules, mode and hooks of a Claude Code settings file (repeatable; later files win).
+    #[arg(long = "settings", global = true, value_name = "FILE")]
+    settings: Vec<PathBuf>,
+    /// Also load the *.wasm tools in DIR (repeatable).
+    #[arg(long = "tools", global = true, value_name = "DIR")]
+    tool_dirs: Vec<PathBuf>,
+    /// Do not offer the tools built into this binary.
+    #[arg(long, global = true)]
+    no_bundled: bool,
+    /// Grant DIR as the workspace (read-write, unless --read-only).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Grant the workspace read-only.
+    #[arg(long, global = true)]
+    read_only: bool,
+    /// Let tools that ask for it reach HOST over HTTP (`name`, `*.name`, `name:port`; repeatable).
+    #[arg(long = "allow-host", global = true, value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Let tools that ask for it read the environment variable NAME (repeatable).
+    #[arg(long = "allow-env", global = true, value_name = "NAME")]
+    allow_env: Vec<String>,
+    /// Grant DIR read-only to tools that ask for file access (repeatable).
+    #[arg(long = "mount", global = true, value_name = "DIR")]
+    mounts: Vec<PathBuf>,
+    /// Grant DIR read-write to tools that ask for it (repeatable).
+    #[arg(long = "mount-rw", global = true, value_name = "DIR")]
+    mounts_rw: Vec<PathBuf>,
+    /// The time limit of a call, in milliseconds.
+    #[arg(long, global = true, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// The permission mode: default, acceptEdits, plan, bypassPermissions or dontAsk.
+    #[arg(long, global = true, value_name = "MODE")]
+    mode: Option<PermissionMode>,
+    /// Answer yes to every permission prompt.
+    #[arg(long, global = true)]
+    yes: bool,
+    /// Log more (-v info, -vv debug); logs go to stderr.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lists the tools, their flags and what they ask for.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Print the tool definitions an API takes (a JSON array), and on stderr what each
+        /// API would refuse or why a schema cannot be strict.
+        #[arg(long, value_enum, conflicts_with = "json")]
+        format: Option<render::Format>,
+    },
+    /// Shows one tool in full: prompt, schema, flags, grants.
+    Describe {
+        /// The tool's name or alias.
+        tool: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approves the code now in place for a tool: a running `airlock mcp` serves a component that changed under it only once its new digest is approved.
+    Approve {
+        /// The tool's name or alias.
+        tool: String,
+    },
+    /// Calls a tool once, with INPUT as its JSON input ('-' reads it from stdin).
+    Call {
+        /// The tool's name or alias.
+        tool: String,
+        /// The input, a JSON object.
+        input: String,
+        /// Print the whole result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Feeds tool uses (JSON lines, or a recorded Anthropic event stream) to the streaming executor and prints one JSON result per line, in order.
+    Run {
+        /// The input file ('-' for stdin).
+        #[arg(default_value = "-")]
+        input: String,
+        /// Feed each line at its `t_ms`, as the model streamed it.
+        #[arg(long)]
+        replay_timing: bool,
+        /// Write queued/started/finished events, as JSON lines, to FILE.
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
+    },
+    /// Runs a scripted tour of the bundled tools over a temporary copy of a sample workspace.
+    Demo,
+    /// Serves the tools over the Model Context Protocol: on stdin/stdout (until stdin closes), or over Streamable HTTP with --http.
+    #[cfg(feature = "mcp")]
+    Mcp {
+        /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio. ADDR is a port (on 127.0.0.1) or IP:PORT; port 0 picks one.
+        #[arg(long, value_name = "ADDR", value_parser = http_addr)]
+        http: Option<std::net::SocketAddr>,
+        /// With --http: connections served at once; more wait until one closes.
+        #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: u32,
+        /// With --http: end a session after SECS without a request (0: never).
+        #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http")]
+        idle_timeout: u64,
+        /// With --http: sessions open at once; a client that would open one more gets a 503 saying so.
+        #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_sessions: u32,
+    },
+}
+
+/// Runs the command line; the binary's `main`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("airlock: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let code = runtime.block_on(async {
+        tokio::select! {
+            code = run(cli) => code,
+            (name, number) = stop_signal() => {
+                eprintln!("airlock: {name}; stopping");
+                ExitCode::from(128 + number)
+            }
+        }
+    });
+    // Drops what tasks still hold (an `airlock mcp` session's tools, and
+    // with them the MCP servers started for them) without waiting on a
+    // read of stdin that cannot be cancelled.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    code
+}
+
+/// How long the runtime's threads get to finish at exit.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Set once a command cancels its own call on SIGINT (`call`, `run`):
+/// from then on SIGINT is theirs, and [`stop_signal`] lets it pass.
+static INTERRUPT_IS_HANDLED: AtomicBool = AtomicBool::new(false);
+
+/// Says that the command now handles SIGINT itself (see
+/// [`INTERRUPT_IS_HANDLED`]).
+fn handle_interrupt_here() {
+    INTERRUPT_IS_HANDLED.store(true, Ordering::SeqCst);
+}
+
+/// Waits for a signal to stop on, and names it with its number: SIGTERM
+/// (what MCP clients send a stdio server that did not exit when its stdin
+/// closed), SIGHUP, and SIGINT until the command handles it. Stopping
+/// drops the command's work, and with it the MCP servers started for its
+/// tools; the default action of these signals would leave them running.
+/// A signal that was ignored when Airlock started (`nohup`, a shell's
+/// background job) stays ignored. Where no handler can be installed,
+/// never.
+async fn stop_signal() -> (&'static str, u8) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |number: libc::c_int| async move {
+            if ignored(number) {
+                return std::future::pending().await;
+            }
+            match signal(SignalKind::from_raw(number)) {
+                Ok(mut stream) => loop {
+                    stream.recv().await;
+                    if number != libc::SIGINT || !INTERRUPT_IS_HANDLED.load(Ordering::SeqCst) {
+                        return;
+                    }
+                },
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = listen(libc::SIGTERM) => ("terminated", 15),
+            () = listen(libc::SIGHUP) => ("hung up", 1),
+            () = listen(libc::SIGINT) => ("interrupted", 2),
+        }
+    }
+    #[cfg(not(unix))]
+    loop {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) if !INTERRUPT_IS_HANDLED.load(Ordering::SeqCst) => return ("interrupted", 2),
+            Ok(()) => {}
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// Whether `signal` is ignored (so was when Airlock started: nothing in it
+/// sets a signal to be ignored).
+#[cfg(unix)]
+fn ignored(signal: libc::c_int) -> bool {
+    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with a null new action, sigaction only writes the current
+    // one into `current`, which is valid for writes.
+    let read = unsafe { libc::sigaction(signal, std::ptr::null(), current.as_mut_ptr()) };
+    // SAFETY: zeroed is a valid sigaction, and sigaction filled it on 0.
+    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
+/// Records the digest of the component now named `tool` as approved, after
+/// showing what it is and asks for.
+fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
+    let Some(entry) = airlock.registry().get(tool) else {
+        return no_such_tool(airlock, tool);
+    };
+    let name = &entry.descriptor().name;
+    let Some(digest) = entry.tool.digest() else {
+        eprintln!(
+            "airlock: {name} ({}) is not a component: there is no code to approve",
+            entry.tool.origin()
+        );
+        return ExitCode::from(EXIT_NO_TOOL);
+    };
+    let Some(file) = airlock.config().effective_approvals_file() else {
+        eprintln!(
+            "airlock: there is no configuration directory (set HOME or XDG_CONFIG_HOME) to record approvals in"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    if let Err(e) = render::to_stdout(|out| render::describe(entry, false, out)) {
+        return printed(Err(e));
+    }
+    match airlock_host::approvals::Approvals::record(&file, name, digest) {
+        Ok(()) => {
+            println!(
+                "approved {name} from {}: BLAKE3 {digest}, recorded in {}",
+                entry.tool.origin(),
+                file.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "airlock: cannot record the approval in {}: {e}",
+                file.display()
+            );
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only for a terminal: a log written to a file or a pipe gets
+    // no escape codes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    if let Command::Demo = cli.command {
+        return demo::run().await;
+    }
+    let config = match config_from(&cli) {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("airlock: {message}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    #[cfg(feature = "mcp")]
+    let serves_mcp = matches!(cli.command, Command::Mcp { .. });
+    #[cfg(not(feature = "mcp"))]
+    let serves_mcp = false;
+    // A server answers its client at once: the bundled tools are listed
+    // from this build's record of them and compiled in the background.
+    let opened = if serves_mcp {
+        Airlock::open(config).await
+    } else {
+        Airlock::new(config).await
+    };
+    let airlock = match opened {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("airlock: {e:#}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let prompter: Arc<dyn PermissionPrompter> = if cli.yes {
+        Arc::new(AllowPrompter)
+    } else if serves_mcp {
+        // The MCP client owns the terminal: it is asked by elicitation.
+        Arc::new(DenyPrompter)
+    } else {
+        Arc::new(prompt::TerminalPrompter::default())
+    };
+    let airlock = airlock.with_prompter(prompter);
+    match cli.command {
+        Command::List {
+            format: Some(format),
+            ..
+        } => printed(render::to_stdout(|out| {
+            render::definitions(&airlock, format, out)
+        })),
+        Command::List { json, .. } => {
+            printed(render::to_stdout(|out| render::list(&airlock, json, out)))
+        }
+        Command::Describe { tool, json } => match airlock.registry().get(&tool) {
+            Some(entry) => printed(render::to_stdout(|out| render::describe(entry, json, out))),
+            None => no_such_tool(&airlock, &tool),
+        },
+        Command::Approve { tool } => approve(&airlock, &tool),
+        Command::Call { tool, input, json } => call(&airlock, &tool, &input, json).await,
+        Command::Run {
+            input,
+            replay_timing,
+            timeline,
+        } => match run::run(&airlock, &input, replay_timing, timeline.as_deref()).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(EXIT_CALL_FAILED),
+            Err(message) => {
+                eprintln!("airlock: {message}");
+                ExitCode::from(2)
+            }
+        },
+        #[cfg(feature = "mcp")]
+        Command::Mcp {
+            http,
+            max_connections,
+            idle_timeout,
+            max_sessions,
+        } => {
+            let host = airlock_mcp::McpHost::new(airlock);
+            let served = match http {
+                None => host.serve_stdio().await,
+                Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+                    Ok(listener) => {
+                        if !addr.ip().is_loopback() {
+                            eprintln!(
+                                "airlock: warning: {addr} is not a loopback address: anyone \
+                                 who can reach it can call the tools"
+                            );
+                        }
+                        if let Ok(bound) = listener.local_addr() {
+                            eprintln!("airlock: serving MCP on http://{bound}/mcp");
+                        }
+                        let options = airlock_mcp::HttpOptions {
+                            max_connections: max_connections as usize,
+                            session_idle: (idle_timeout > 0)
+                                .then(|| Duration::from_secs(idle_timeout)),
+                            max_sessions: max_sessions as usize,
+                        };
+                        host.serve_http(listener, &options).await
+                    }
+                    Err(e) => {
+                        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+                            " (another program uses the port: pick another, or 0 for any)"
+                        } else {
+                            ""
+                        };
+                        eprintln!("airlock: cannot listen on {addr}: {e}{hint}");
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
+                },
+            };
+            match served {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("airlock: the MCP server failed: {e:#}");
+                    ExitCode::from(EXIT_CALL_FAILED)
+                }
+            }
+        }
+        Command::Demo => unreachable!("handled above"),
+    }
+}
+
+/// `--http`: a port alone means loopback.
+#[cfg(feature = "mcp")]
+fn http_addr(value: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = value.parse::<u16>() {
+        return Ok((std::net::Ipv4Addr::LOCALHOST, port).into());
+    }
+    value
+        .parse()
+        .map_err(|_| format!("{value:?} is neither a port nor IP:PORT"))
+}
+
+/// The configuration: the file, then the flags on top.
+fn config_from(cli: &Cli) -> Result<Config, String> {
+    let mut config = match &cli.config {
+        Some(path) => Config::from_file(path),
+        None => Config::discover(),
+    }
+    .map_err(|e| e.to_string())?;
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let absolute = |p: &PathBuf| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            cwd.join(p)
+        }
+    };
+    if !cli.tool_dirs.is_empty() {
+        let mut dirs = config.effective_tool_dirs();
+        dirs.extend(cli.tool_dirs.iter().map(absolute));
+        config.tool_dirs = Some(dirs);
+    }
+    if cli.no_bundled {
+        config.bundled_tools = false;
+    }
+    if let Some(ws) = &cli.workspace {
+        config.workspace = Some(absolute(ws));
+    }
+    if cli.read_only {
+        config.workspace_access = WorkspaceAccess::Read;
+    }
+    if let Some(ms) = cli.timeout_ms {
+        config.limits.timeout_ms = ms;
+    }
+    for file in &cli.settings {
+        let notes = airlock_host::config::settings::merge(&mut config, &absolute(file))
+            .map_err(|e| e.to_string())?;
+        for note in notes {
+            tracing::info!("{note}");
+        }
+    }
+    if let Some(mode) = cli.mode {
+        config.permissions.default_mode = mode;
+    }
+    let all: &mut ToolConfig = config.tools.entry("*".into()).or_default();
+    all.network.extend(cli.allow_hosts.iter().cloned());
+    all.env.extend(cli.allow_env.iter().cloned());
+    for (dirs, access) in [
+        (&cli.mounts, WorkspaceAccess::Read),
+        (&cli.mounts_rw, WorkspaceAccess::ReadWrite),
+    ] {
+        all.mounts.extend(dirs.iter().map(|d| MountConfig {
+            host: absolute(d),
+            path: None,
+            access,
+        }));
+    }
+    Ok(config)
+}
+
+/// The exit code of a command whose work was printing: 0, or 1 when the
+/// output could not be written (a closed pipe is fine: see
+/// [`render::to_stdout`]).
+fn printed(written: Result<(), String>) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("airlock: {message}");
+            ExitCode::from(EXIT_CALL_FAILED)
+        }
+    }
+}
+
+fn no_such_tool(airlock: &Airlock, name: &str) -> ExitCode {
+    let failure = airlock
+        .registry()
+        .failures()
+        .iter()
+        .find(|f| f.tool.as_deref() == Some(name));
+    match failure {
+        Some(f) => eprintln!("airlock: {name} is unavailable: {}", f.error),
+        None => {
+            let known: Vec<_> = airlock
+                .registry()
+                .entries()
+                .iter()
+                .map(|e| e.descriptor().name.clone())
+                .collect();
+            eprintln!(
+                "airlock: no tool is named {name:?}; the tools are: {}",
+                known.join(", ")
+            );
+        }
+    }
+    ExitCode::from(EXIT_NO_TOOL)
+}
+
+async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCode {
+    if airlock.registry().get(tool).is_none() {
+        return no_such_tool(airlock, tool);
+    }
+    let text = if input == "-" {
+        let mut buf = String::new();
+        let mut stdin = tokio::io::stdin();
+        let read = tokio::io::AsyncReadExt::read_to_string(&mut stdin, &mut buf);
+        if let Err(e) = read.await {
+            eprintln!("airlock: cannot read the input from stdin: {e}");
+            return ExitCode::from(2);
+        }
+        buf
+    } else {
+        input.to_string()
+    };
+    let bounds = airlock_host::json::JsonBounds {
+        max_bytes: airlock.grants().limits().input_bytes,
+        max_depth: airlock.grants().limits().json_depth,
+    };
+    let input = match airlock_host::json::parse(&text, bounds) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("airlock: the input is not usable JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let (progress, mut events) = ProgressSink::channel(64);
+    let printer = tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            eprintln!("{}", render::progress_line(&event));
+        }
+    });
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    handle_interrupt_here();
+    let interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("airlock: interrupted; cancelling the call");
+            on_interrupt.cancel();
+        }
+    });
+    let mut cx = airlock.context();
+    let result = airlock
+        .call_with(
+            &mut cx,
+            ToolUse::new("cli-1", tool, input),
+            CallControl { progress, cancel },
+        )
+        .await;
+    interrupt.abort();
+    let _ = printer.await;
+
+    let written = render::to_stdout(|out| render::result(&result, json, out));
+    if written.is_err() {
+        return printed(written);
+    }
+    if result.is_error() {
+        ExitCode::from(EXIT_CALL_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[cfg(all(test, feature = "mcp"))]
+mod tests {
+    use super::http_addr;
+
+    #[test]
+    fn a_port_alone_serves_on_loopback() {
+        assert_eq!(http_addr("8123").unwrap().to_string(), "127.0.0.1:8123");
+        assert_eq!(http_addr("0.0.0.0:80").unwrap().to_string(), "0.0.0.0:80");
+        assert_eq!(http_addr("[::1]:9").unwrap().to_string(), "[::1]:9");
+        assert!(http_addr("localhost:80").unwrap_err().contains("IP:PORT"));
+        assert!(http_addr("70000").is_err());
+    }
+}

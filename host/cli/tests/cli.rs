@@ -1,0 +1,687 @@
+//! The `airlock` binary, run as a user runs it: exit codes, output, and the
+//! demo. Each run gets an empty HOME so no user configuration or tool
+//! directory leaks in.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn airlock(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("AIRLOCK_CONFIG")
+        .env_remove("AIRLOCK_LOG")
+        .output()
+        .expect("the airlock binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn list_shows_the_bundled_tools_and_why_fetch_is_unavailable() {
+    let home = tempfile::tempdir().unwrap();
+    let out = airlock(home.path(), &["list"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for tool in ["cd", "edit", "glob", "grep", "ls", "read", "sleep", "write"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(tool)),
+            "{tool} missing from\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("RC-I-S--"), "{stdout}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("unavailable: fetch") && stderr.contains("wasi:http/"),
+        "{stderr}"
+    );
+
+    let out = airlock(
+        home.path(),
+        &["--allow-host", "example.com", "list", "--json"],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"fetch"), "{names:?}");
+    assert_eq!(json["unavailable"], serde_json::json!([]));
+}
+
+#[test]
+fn list_prints_each_apis_tool_definitions_and_what_they_lack() {
+    let home = tempfile::tempdir().unwrap();
+    let defs = |format: &str| {
+        let out = airlock(home.path(), &["list", "--format", format]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let defs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let read = defs
+            .iter()
+            .find(|d| d["name"] == "read" || d["function"]["name"] == "read")
+            .cloned()
+            .unwrap_or_else(|| panic!("no read in {defs:?}"));
+        (read, text(&out.stderr))
+    };
+    let (read, problems) = defs("anthropic");
+    assert_eq!(read["input_schema"]["type"], "object", "{read}");
+    assert!(problems.is_empty(), "{problems}");
+    let (read, problems) = defs("mcp");
+    assert_eq!(read["annotations"]["readOnlyHint"], true, "{read}");
+    assert!(problems.is_empty(), "{problems}");
+    let (read, problems) = defs("openai");
+    assert_eq!(read["type"], "function");
+    assert_eq!(read["strict"], false, "read has optional fields: {read}");
+    assert!(
+        problems.contains("airlock: read: not strict: /: not required"),
+        "{problems}"
+    );
+    let (read, _) = defs("openai-chat");
+    assert_eq!(read["function"]["parameters"]["type"], "object", "{read}");
+    let out = airlock(home.path(), &["list", "--format", "gemini"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn describe_prints_the_prompt_schema_and_grants() {
+    let home = tempfile::tempdir().unwrap();
+    let out = airlock(home.path(), &["describe", "read"]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("\"file_path\"") && stdout.contains("cat -n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("granted:     workspace none granted"),
+        "{stdout}"
+    );
+    let out = airlock(home.path(), &["describe", "nope"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(text(&out.stderr).contains("no tool is named \"nope\""));
+}
+
+#[test]
+fn call_runs_a_tool_and_exits_by_outcome() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\nbeta\n").unwrap();
+    let dir = ws.path().to_str().unwrap();
+
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "call",
+            "read",
+            r#"{"file_path":"a.txt"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "     1\talpha\n     2\tbeta\n");
+
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "call",
+            "read",
+            r#"{"file_path":"missing.txt"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("error (ENOENT):"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "--read-only",
+            "call",
+            "write",
+            r#"{"file_path":"a.txt","content":"x"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
+
+    let out = airlock(
+        home.path(),
+        &["--workspace", dir, "call", "read", "{not json"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("not usable JSON"));
+
+    let out = airlock(
+        home.path(),
+        &["call", "fetch", r#"{"url":"http://127.0.0.1/"}"#],
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        text(&out.stderr).contains("fetch is unavailable"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "call",
+            "read",
+            r#"{"file_path":"a.txt"}"#,
+            "--json",
+        ],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["name"], "read");
+    assert_eq!(
+        json["flags"],
+        serde_json::json!([
+            "read-only",
+            "concurrency-safe",
+            "idempotent",
+            "search-or-read"
+        ])
+    );
+}
+
+#[test]
+fn a_bad_configuration_exits_with_3() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("airlock.toml");
+    std::fs::write(&config, "[limits]\ntimeout = 1\n").unwrap();
+    let out = airlock(home.path(), &["--config", config.to_str().unwrap(), "list"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("unknown field `timeout`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = airlock(home.path(), &["--workspace", "/proc", "list"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("never granted"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `--workspace ~` would let a tool rewrite Airlock's configuration.
+    let home_dir = home.path().canonicalize().unwrap();
+    let out = airlock(
+        home.path(),
+        &["--workspace", home_dir.to_str().unwrap(), "list"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("configuration directory")
+            && stderr.contains(&home_dir.join(".config/airlock").display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_claude_code_settings_file_applies_and_what_it_cannot_do_is_named() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join("settings.json");
+    std::fs::write(
+        &settings,
+        r#"{"model": "opus", "permissions": {"deny": ["glob"], "defaultMode": "plan"}}"#,
+    )
+    .unwrap();
+    let out = airlock(
+        home.path(),
+        &["--settings", settings.to_str().unwrap(), "list", "--json"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(listed.contains("\"read\""), "{listed}");
+    // The workspace holds neither the settings file nor the home's
+    // configuration directory (no writable grant may).
+    let ws = home.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let a = ws.join("a.txt");
+    std::fs::write(&a, "x").unwrap();
+    let ws = ws.to_str().unwrap();
+    let write = format!(r#"{{"file_path": "{}", "content": "y"}}"#, a.display());
+    let out = airlock(
+        home.path(),
+        &[
+            "--settings",
+            settings.to_str().unwrap(),
+            "--workspace",
+            ws,
+            "call",
+            "write",
+            &write,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("Plan mode"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = airlock(
+        home.path(),
+        &[
+            "--settings",
+            settings.to_str().unwrap(),
+            "--workspace",
+            ws,
+            "call",
+            "glob",
+            r#"{"pattern": "*"}"#,
+        ],
+    );
+    assert!(
+        text(&out.stderr).contains("No such tool available: glob"),
+        "a bare deny hides the tool: {}",
+        text(&out.stderr)
+    );
+
+    std::fs::write(&settings, r#"{"permissions": {"defaultMode": "auto"}}"#).unwrap();
+    let out = airlock(
+        home.path(),
+        &["--settings", settings.to_str().unwrap(), "list"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("permissions.defaultMode: \"auto\""),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_demo_runs_end_to_end() {
+    let home = tempfile::tempdir().unwrap();
+    let out = airlock(home.path(), &["demo"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("all as expected"), "{stdout}");
+    assert!(stdout.contains("[16/16]"), "{stdout}");
+    assert!(stdout.contains("timeline of turn 1"), "{stdout}");
+}
+
+fn airlock_with_stdin(home: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("AIRLOCK_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the airlock binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn json_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
+    text(bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn calls_that_need_permission_are_denied_without_a_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let dir = ws.path().to_str().unwrap();
+    let write = r#"{"file_path":"n.txt","content":"x"}"#;
+    let out = airlock(home.path(), &["--workspace", dir, "call", "write", write]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--yes"), "{}", text(&out.stderr));
+    assert!(!ws.path().join("n.txt").exists());
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "--mode",
+            "plan",
+            "--yes",
+            "call",
+            "write",
+            write,
+        ],
+    );
+    assert!(
+        text(&out.stderr).contains("Plan mode"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = airlock(
+        home.path(),
+        &["--workspace", dir, "--yes", "call", "write", write],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(ws.path().join("n.txt").exists());
+    let out = airlock(home.path(), &["--mode", "yolo", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn run_executes_json_lines_in_order() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let input = concat!(
+        r#"{"id":"1","name":"read","input":{"file_path":"a.txt"}}"#,
+        "\n",
+        r#"{"id":"2","name":"read","input":{"file_path":"missing.txt"}}"#,
+        "\n",
+        "\n",
+        r#"{"name":"ls","input":{}}"#,
+        "\n",
+    );
+    let out = airlock_with_stdin(
+        home.path(),
+        &["--workspace", ws.path().to_str().unwrap(), "run"],
+        input,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "one use failed: {}",
+        text(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["1", "2", "use-4"]);
+    assert_eq!(lines[0]["is_error"], false);
+    assert_eq!(lines[0]["content"], "     1\talpha");
+    assert_eq!(lines[1]["is_error"], true);
+    assert!(
+        lines[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist")
+    );
+
+    let out = airlock_with_stdin(home.path(), &["run"], "not json\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("line 1 is not JSON"));
+}
+
+#[test]
+fn run_replays_a_recorded_anthropic_stream_with_a_timeline() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("src/lib.rs"), "pub fn greet() {}\n").unwrap();
+    let timeline = home.path().join("timeline.jsonl");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/agent-turn.jsonl"
+    );
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "run",
+            fixture,
+            "--replay-timing",
+            "--timeline",
+            timeline.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["toolu_01", "toolu_02", "toolu_03"]);
+    assert!(
+        lines[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("pub fn greet")
+    );
+
+    let events = json_lines(&std::fs::read(&timeline).unwrap());
+    let at = |id: &str, event: &str| {
+        events
+            .iter()
+            .find(|e| e["tool_use_id"] == id && e["event"] == event)
+            .and_then(|e| e["t_ms"].as_f64())
+            .unwrap_or_else(|| panic!("no {event} for {id}"))
+    };
+    // The grep started while the sleep (1.5 s from 0.38 s) was still running,
+    // long before the message ended at 1.8 s: streaming, not waiting.
+    assert!(at("toolu_02", "started") < at("toolu_01", "finished"));
+    assert!(at("toolu_02", "started") < 1700.0);
+    assert!(at("toolu_01", "started") < 600.0);
+}
+
+#[test]
+fn run_answers_a_block_with_broken_json_with_an_error() {
+    let home = tempfile::tempdir().unwrap();
+    let stream = concat!(
+        r#"event: content_block_start"#,
+        "\n",
+        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_x","name":"sleep","input":{}}}"#,
+        "\n",
+        "\n",
+        r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"ms\": 1"}}"#,
+        "\n",
+        r#"data: {"type":"content_block_stop","index":0}"#,
+        "\n",
+        r#"data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_y","name":"sleep","input":{}}}"#,
+        "\n",
+        r#"data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"ms\": 1}"}}"#,
+        "\n",
+        r#"data: {"type":"content_block_stop","index":1}"#,
+        "\n",
+        r#"data: {"type":"message_stop"}"#,
+        "\n",
+    );
+    let out = airlock_with_stdin(home.path(), &["run"], stream);
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 2, "{}", text(&out.stderr));
+    assert_eq!(lines[0]["tool_use_id"], "toolu_x");
+    assert_eq!(lines[0]["is_error"], true);
+    assert!(
+        lines[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("INVALID_JSON: {\"ms\": 1")
+    );
+    assert_eq!(lines[1]["is_error"], false);
+}
+
+/// A signal stops a command that waits on its input (`call TOOL -` with
+/// stdin left open), with 128 + its number; one that was ignored when
+/// airlock started (`nohup`) stays ignored.
+#[cfg(unix)]
+#[test]
+fn a_signal_stops_a_command_waiting_on_stdin_unless_it_was_ignored() {
+    use std::process::{Child, Stdio};
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let (_, sleep) = airlock_host::bundled::BUNDLED
+        .iter()
+        .find(|(package, _)| *package == "airlock-tool-sleep")
+        .expect("the sleep tool is bundled");
+    std::fs::write(tools.path().join("sleep.wasm"), sleep).unwrap();
+    let start = |wrapper: Option<&str>| -> Child {
+        let airlock = env!("CARGO_BIN_EXE_airlock");
+        let mut command = Command::new(wrapper.unwrap_or(airlock));
+        if wrapper.is_some() {
+            command.arg(airlock);
+        }
+        command
+            .arg("--no-bundled")
+            .arg("--tools")
+            .arg(tools.path())
+            .args(["call", "sleep", "-"])
+            .env("HOME", home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("AIRLOCK_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let signal = |child: &Child, name: &str| {
+        let sent = Command::new("kill")
+            .args([format!("-{name}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    let exit_code = |child: &mut Child| {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                child.kill().unwrap();
+                panic!("airlock still runs 10 s after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let loaded = Duration::from_secs(2);
+
+    let mut waiting = start(None);
+    std::thread::sleep(loaded);
+    signal(&waiting, "TERM");
+    assert_eq!(exit_code(&mut waiting), Some(143));
+
+    let mut nohup = start(Some("nohup"));
+    std::thread::sleep(loaded);
+    signal(&nohup, "HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        nohup.try_wait().unwrap().is_none(),
+        "SIGHUP, ignored under nohup, stopped airlock"
+    );
+    signal(&nohup, "TERM");
+    assert_eq!(exit_code(&mut nohup), Some(143));
+}
+
+/// `airlock ARGS` with the environment [`airlock`] gives it, to spawn.
+fn airlock_command(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    command
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("AIRLOCK_CONFIG")
+        .env_remove("AIRLOCK_LOG");
+    command
+}
+
+/// A reader that goes away before the output is written (`airlock list |
+/// head -1`) ends it quietly: exit 0, no panic about the broken pipe.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::process::Stdio;
+    let home = tempfile::tempdir().unwrap();
+    for args in [
+        &["list", "--format", "mcp"][..],
+        &["list"],
+        &["list", "--json"],
+        &["describe", "grep"],
+        &["call", "sleep", r#"{"ms": 0}"#],
+    ] {
+        let mut child = airlock_command(home.path(), args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before airlock has loaded its tools, so every write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+/// Logs written to a file (stderr not a terminal) carry no colour codes.
+#[test]
+fn logs_written_to_a_file_carry_no_colour_codes() {
+    let home = tempfile::tempdir().unwrap();
+    // A key about the rest of the agent is noted at `-v`.
+    let settings = home.path().join("settings.json");
+    std::fs::write(&settings, r#"{"model": "opus"}"#).unwrap();
+    let log = home.path().join("airlock.log");
+    let args = ["-v", "--settings", settings.to_str().unwrap(), "list"];
+    let status = airlock_command(home.path(), &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("INFO") && logged.contains("model"),
+        "the note is logged: {logged}"
+    );
+    assert!(!logged.contains('\x1b'), "{logged:?}");
+}
+
+/// `airlock approve` shows the tool and records its component's digest in
+/// the approvals file of the user's configuration directory; a tool that is
+/// not there is exit 4.
+#[test]
+fn approve_records_the_digest_of_the_code_in_place() {
+    let home = tempfile::tempdir().unwrap();
+    let out = airlock(home.path(), &["approve", "sleep"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("sleep") && stdout.contains("approved sleep"),
+        "{stdout}"
+    );
+    let file = home.path().join(".config/airlock/approved.json");
+    let approvals: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let digest = approvals["tools"]["sleep"][0].as_str().unwrap();
+    assert_eq!(digest.len(), 64, "{approvals}");
+    assert!(stdout.contains(digest), "{stdout}");
+
+    let out = airlock(home.path(), &["approve", "no-such-tool"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+}

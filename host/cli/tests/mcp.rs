@@ -1,0 +1,1462 @@
+//! `airlock mcp` driven by a real third-party client: the official Python
+//! `mcp` SDK (pinned, in a virtual environment the tests create on first
+//! use: `support/python.rs`), over stdio and Streamable HTTP. The scripts
+//! in `tests/mcp/` hold the assertions; these tests prepare their
+//! workspaces and tool directories and run them. Raw newline-delimited
+//! JSON-RPC and hand-written HTTP/1.1 clients check what an SDK hides:
+//! the order of pipelined calls, socket options, status codes, limits.
+
+#![cfg(feature = "mcp")]
+
+#[path = "../../../tests/support/python.rs"]
+mod support;
+
+#[path = "../../../tests/support/guests.rs"]
+mod guests;
+
+use airlock_host::bundled::BUNDLED;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use support::python;
+
+/// The component of the bundled tool built from `package`.
+fn bundled(package: &str) -> &'static [u8] {
+    BUNDLED
+        .iter()
+        .find(|(p, _)| *p == package)
+        .map(|(_, bytes)| *bytes)
+        .unwrap_or_else(|| panic!("{package} is bundled"))
+}
+
+/// `command` (and the servers it starts) with `home` as HOME, no user
+/// configuration, and the artifact cache the MCP tests share.
+fn isolated(mut command: Command, home: &Path) -> Command {
+    command
+        .env("HOME", home)
+        .env(
+            "XDG_CACHE_HOME",
+            std::env::temp_dir().join("airlock-test-mcp-cache"),
+        )
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("AIRLOCK_CONFIG");
+    command
+}
+
+/// Runs `tests/mcp/SCRIPT BINARY ARGS..` in an empty HOME (with an
+/// artifact cache shared by the tests, so only the first compiles), and
+/// returns its stdout.
+fn python_client(script: &str, args: &[&Path]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let script = format!("{}/../../tests/mcp/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = isolated(Command::new(python()), home.path())
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .output()
+        .expect("the tests' Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Runs `SCRIPT BINARY WORKSPACE TOOL_DIR SPARE_TOOL`: the workspace holds
+/// `a.txt` and `lines.txt` (line k is "line-k"), the tool directory only
+/// the `read` component, and the spare tool is the `sleep` component.
+fn run_client(script: &str) {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("a.txt"), "hello mcp\n").unwrap();
+    let lines: String = (1..=2000).map(|k| format!("line-{k}\n")).collect();
+    std::fs::write(workspace.path().join("lines.txt"), lines).unwrap();
+    let tool_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tool_dir.path().join("read.wasm"),
+        bundled("airlock-tool-read"),
+    )
+    .unwrap();
+    let spare = tempfile::tempdir().unwrap();
+    let sleep = spare.path().join("sleep.wasm");
+    std::fs::write(&sleep, bundled("airlock-tool-sleep")).unwrap();
+    let out = python_client(
+        script,
+        &[
+            &workspace.path().canonicalize().unwrap(),
+            tool_dir.path(),
+            &sleep,
+        ],
+    );
+    println!("{out}");
+}
+
+#[test]
+fn the_python_sdk_drives_every_feature_over_stdio() {
+    run_client("stdio_client.py");
+}
+
+#[test]
+fn the_python_sdk_drives_every_feature_over_http_and_many_clients_get_their_own_replies() {
+    run_client("http_client.py");
+}
+
+#[test]
+fn the_stdio_server_exits_when_stdin_closes_even_with_a_call_running() {
+    use std::io::Write;
+    use std::time::Duration;
+    let home = tempfile::tempdir().unwrap();
+    let mut server = StdioServer::initialized(home.path(), &[]);
+    let (stdin, line) = (&mut server.stdin, &server.initialized);
+    assert!(
+        line.contains(r#""protocolVersion":"2025-06-18""#),
+        "the client's version is echoed: {line}"
+    );
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}
+{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":60000}}}}}}"#
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let StdioServer {
+        mut child,
+        stdin,
+        mut stdout,
+        ..
+    } = server;
+    drop(stdin);
+    let status = exit_of(&mut child, "after stdin closed");
+    assert!(status.success(), "{status}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(
+        rest.lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "only protocol messages on stdout: {rest:?}"
+    );
+}
+
+/// `airlock mcp` stopped by a signal, as MCP clients stop a stdio server
+/// (SIGTERM), a user does (SIGINT) or a closed terminal does (SIGHUP),
+/// exits with 128 + the signal's number and takes the MCP servers it
+/// started for tools with it, with what they started (`/proc` tells).
+#[cfg(all(feature = "mcp-client", target_os = "linux"))]
+#[test]
+fn a_signal_stops_the_server_and_the_mcp_servers_it_started() {
+    use std::time::{Duration, Instant};
+    let python = python().display().to_string();
+    let script = format!(
+        "{}/../../tests/mcp/echo_server.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let state = stat.rsplit(')').next().unwrap_or_default().trim_start();
+            !state.starts_with(['Z', 'X'])
+        })
+    };
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let home = tempfile::tempdir().unwrap();
+        let pidfile = home.path().join("grandchild");
+        let config = home.path().join("airlock.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "bundled_tools = false\n\
+                 [mcp_servers.echo]\n\
+                 command = {python:?}\n\
+                 args = [{script:?}]\n\
+                 env = {{ ECHO_GRANDCHILD = {:?} }}\n",
+                pidfile.display().to_string()
+            ),
+        )
+        .unwrap();
+        let mut server =
+            StdioServer::initialized(home.path(), &["--config".as_ref(), config.as_ref()]);
+        let grandchild = std::fs::read_to_string(&pidfile).expect("the server started its child");
+        let grandchild = grandchild.trim();
+        assert!(alive(grandchild));
+
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), server.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let stopped = Instant::now();
+        let status = exit_of(&mut server.child, &format!("after SIG{signal}"));
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {status}");
+        while alive(grandchild) {
+            assert!(
+                stopped.elapsed() < Duration::from_secs(10),
+                "SIG{signal}: the MCP server's child {grandchild} outlived airlock"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `airlock ARGS mcp` over piped stdio, past `initialize`.
+struct StdioServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// The reply to `initialize`.
+    initialized: String,
+}
+
+impl StdioServer {
+    fn initialized(home: &Path, args: &[&std::ffi::OsStr]) -> StdioServer {
+        use std::io::{BufRead, Write};
+        use std::process::Stdio;
+        let mut child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home)
+            .args(args)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        )
+        .unwrap();
+        let mut initialized = String::new();
+        stdout.read_line(&mut initialized).unwrap();
+        assert!(initialized.contains(r#""id":1"#), "serving: {initialized}");
+        StdioServer {
+            child,
+            stdin,
+            stdout,
+            initialized,
+        }
+    }
+}
+
+/// Waits up to 10 s for `child` to exit; kills it and fails after.
+fn exit_of(child: &mut std::process::Child, when: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("the server still runs 10 s {when}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Claude Code shows the model only `structuredContent` when a result has
+/// one: every bundled tool that sends it lists an `outputSchema`, and what
+/// it sends validates against that schema and holds the lines, paths and
+/// entries the text shows (`tests/mcp/structured.py`).
+#[test]
+fn structured_content_matches_the_listed_output_schema_and_holds_the_whole_result() {
+    run_client("structured.py");
+}
+
+/// `airlock ARGS mcp` over piped stdio driven by raw JSON-RPC lines, past
+/// the handshake (with `capabilities` as the client's).
+struct RawStdio {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// The reply to `initialize`.
+    initialized: serde_json::Value,
+}
+
+impl RawStdio {
+    fn start(home: &Path, args: &[&str], capabilities: &str) -> RawStdio {
+        use std::process::Stdio;
+        let child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home)
+            .args(args)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = RawStdio::from_child(child);
+        server.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        ));
+        let reply = server.next();
+        assert_eq!(reply["id"], 0, "{reply}");
+        server.initialized = reply;
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server
+    }
+
+    fn from_child(mut child: std::process::Child) -> RawStdio {
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        RawStdio {
+            child,
+            stdin,
+            stdout,
+            initialized: serde_json::Value::Null,
+        }
+    }
+
+    /// Writes `lines` (each one message) in one go.
+    fn send(&mut self, lines: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{lines}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message from the server.
+    fn next(&mut self) -> serde_json::Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "the server closed stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    /// The next reply (a message with an id and no method).
+    fn reply(&mut self) -> serde_json::Value {
+        loop {
+            let message = self.next();
+            if message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+}
+
+impl Drop for RawStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call_line(id: u64, tool: &str, arguments: serde_json::Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    })
+    .to_string()
+}
+
+/// The text of a `tools/call` reply, and whether it is an error.
+fn call_text(reply: &serde_json::Value) -> (String, bool) {
+    let result = &reply["result"];
+    let text = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (text, result["isError"] == true)
+}
+
+/// rmcp handles each request in a task of its own; calls written back to
+/// back must still reach the executor in the order they were written: each
+/// `read` sees the file as the `edit` before it left it, and each `edit`
+/// finds the file read (issue 14, defect 2).
+#[test]
+fn pipelined_calls_over_stdio_run_in_the_order_they_were_written() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let file = workspace.join("count.txt");
+    std::fs::write(&file, "count: 0\n").unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    const PAIRS: u64 = 100;
+    let file = file.to_str().unwrap();
+    let lines: Vec<String> = (0..PAIRS)
+        .flat_map(|k| {
+            [
+                call_line(2 * k + 1, "read", serde_json::json!({"file_path": file})),
+                call_line(
+                    2 * k + 2,
+                    "edit",
+                    serde_json::json!({
+                        "file_path": file,
+                        "old_string": format!("count: {k}\n"),
+                        "new_string": format!("count: {}\n", k + 1),
+                    }),
+                ),
+            ]
+        })
+        .collect();
+    server.send(&lines.join("\n"));
+    let mut replies = HashMap::new();
+    for _ in 0..2 * PAIRS {
+        let reply = server.reply();
+        replies.insert(reply["id"].as_u64().unwrap(), reply);
+    }
+    for k in 0..PAIRS {
+        let (read, failed) = call_text(&replies[&(2 * k + 1)]);
+        assert!(
+            !failed && read.contains(&format!("count: {k}")),
+            "read {k} ran out of order: {read}"
+        );
+        let (edit, failed) = call_text(&replies[&(2 * k + 2)]);
+        assert!(!failed, "edit {k} ran out of order: {edit}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(file).unwrap(),
+        format!("count: {PAIRS}\n")
+    );
+}
+
+/// An exclusive call written right after a running one waits for it (the
+/// executor's rule), so the `sleep` finishes, and replies, first.
+#[test]
+fn an_exclusive_call_written_after_a_running_one_waits_for_it() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    for round in 0..5u64 {
+        let target = format!("{ws}/w{round}.txt");
+        server.send(&format!(
+            "{}\n{}",
+            call_line(1000 + 2 * round, "sleep", serde_json::json!({"ms": 300})),
+            call_line(
+                1001 + 2 * round,
+                "write",
+                serde_json::json!({"file_path": target, "content": "x"})
+            )
+        ));
+        let first = server.reply();
+        assert_eq!(
+            first["id"],
+            1000 + 2 * round,
+            "the write overtook the sleep: {first}"
+        );
+        let second = server.reply();
+        assert!(!call_text(&second).1, "{second}");
+    }
+}
+
+/// Closing stdin ends the server at once: the calls in flight are
+/// cancelled, not given rmcp's 5 s to finish (issue 14).
+#[test]
+fn closing_stdin_cancels_the_calls_in_flight_at_once() {
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let mut server = RawStdio::start(home.path(), &[], "{}");
+    server.send(&call_line(1, "sleep", serde_json::json!({"ms": 60000})));
+    std::thread::sleep(Duration::from_millis(300));
+    drop(server.stdin.take());
+    let closed = Instant::now();
+    let status = exit_of(&mut server.child, "after stdin closed");
+    let took = closed.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the server took {took:?} to exit after stdin closed"
+    );
+}
+
+/// A permission question the user declines says how to allow the call
+/// without asking (issue 14).
+#[test]
+fn a_declined_elicitation_says_how_to_allow_the_call() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path().canonicalize().unwrap();
+    let ws = ws.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws],
+        r#"{"elicitation":{"form":{}}}"#,
+    );
+    let target = format!("{ws}/no.txt");
+    server.send(&call_line(
+        1,
+        "write",
+        serde_json::json!({"file_path": target, "content": "no"}),
+    ));
+    let question = server.next();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    server.send(
+        &serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": question["id"],
+            "result": {"action": "decline"},
+        })
+        .to_string(),
+    );
+    let (text, failed) = call_text(&server.reply());
+    assert!(failed && text.contains("declined"), "{text}");
+    for how in ["permissions.allow = [\"write\"]", "--mode", "--yes"] {
+        assert!(text.contains(how), "{how:?} is not in: {text}");
+    }
+    assert!(!Path::new(&target).exists());
+}
+
+/// `airlock ARGS mcp --http 127.0.0.1:0 EXTRA`, and where it listens; its
+/// stderr is kept.
+struct HttpServer {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl HttpServer {
+    fn start(home: &Path, extra: &[&str], setup: impl FnOnce(&mut Command)) -> HttpServer {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut command = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home);
+        command
+            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        setup(&mut command);
+        let mut child = command.spawn().unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let url = first
+            .split("http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("the server did not say where it listens: {first}"));
+        let addr = url.trim_end_matches("/mcp").parse().unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut kept = kept.lock().unwrap();
+                kept.push_str(&line);
+                kept.push('\n');
+            }
+        });
+        HttpServer {
+            child,
+            addr,
+            stderr,
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection, spoken by hand.
+struct Http {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    session: Option<String>,
+}
+
+/// A response: its status, headers (lower-case names) and body.
+struct Reply {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: String,
+}
+
+impl Reply {
+    /// The JSON-RPC message in the body (JSON, or the SSE event that holds
+    /// one).
+    fn message(&self) -> serde_json::Value {
+        let json = self
+            .body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .find(|d| d.starts_with('{'))
+            .unwrap_or(&self.body);
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {:?}", self.body))
+    }
+}
+
+impl Http {
+    fn connect(addr: std::net::SocketAddr) -> Http {
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        Http {
+            reader: std::io::BufReader::new(stream),
+            session: None,
+        }
+    }
+
+    /// Writes a request (with the session's id, once there is one) in one
+    /// write.
+    fn write(&mut self, method: &str, path: &str, body: &str) {
+        use std::io::Write;
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+             Accept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if let Some(session) = &self.session {
+            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        let request = format!("{head}\r\n{body}");
+        self.reader.get_mut().write_all(request.as_bytes()).unwrap();
+    }
+
+    /// Reads one response (`Content-Length` or chunked).
+    fn read(&mut self) -> std::io::Result<Reply> {
+        use std::io::{BufRead, Read};
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not a status line: {line:?}"));
+        let mut headers = HashMap::new();
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            let Some((name, value)) = line.trim_end().split_once(':') else {
+                break;
+            };
+            headers.insert(name.to_ascii_lowercase(), value.trim().to_string());
+        }
+        let mut body = Vec::new();
+        if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line)?;
+                let size = usize::from_str_radix(line.trim(), 16).unwrap();
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk)?;
+                body.extend_from_slice(&chunk[..size]);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            let length = headers
+                .get("content-length")
+                .map_or(0, |l| l.parse().unwrap());
+            body.resize(length, 0);
+            self.reader.read_exact(&mut body)?;
+        }
+        Ok(Reply {
+            status,
+            headers,
+            body: String::from_utf8(body).unwrap(),
+        })
+    }
+
+    fn request(&mut self, method: &str, path: &str, body: &str) -> Reply {
+        self.write(method, path, body);
+        self.read().unwrap()
+    }
+
+    /// `initialize`, then `notifications/initialized`: the connection is in
+    /// a session from then on. Returns the reply to `initialize`.
+    fn initialize(&mut self) -> serde_json::Value {
+        let reply = self.open_session(0);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        self.session = Some(reply.headers["mcp-session-id"].clone());
+        let initialized = reply.message();
+        let reply = self.request(
+            "POST",
+            "/mcp",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        );
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        initialized
+    }
+
+    /// An `initialize` request, which opens a session.
+    fn open_session(&mut self, id: u64) -> Reply {
+        self.request(
+            "POST",
+            "/mcp",
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+            ),
+        )
+    }
+
+    fn ping(&mut self, id: u64) -> Reply {
+        self.request(
+            "POST",
+            "/mcp",
+            &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+        )
+    }
+}
+
+/// Replies on a kept-alive connection go out at once: without
+/// `TCP_NODELAY` each one after the first waits about 40 ms for the
+/// client's delayed ACK (issue 14, defect 1). The bound is generous; it
+/// only catches that stall.
+#[test]
+fn http_replies_on_a_kept_alive_connection_do_not_wait_for_a_delayed_ack() {
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    let started = Instant::now();
+    for id in 1..=20 {
+        let reply = client.ping(id);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(reply.message()["id"], id);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(400),
+        "20 pings on one connection took {took:?}"
+    );
+}
+
+/// A request whose first message is its response is answered with that
+/// one JSON object, so a client that stops reading at the response keeps
+/// its connection (the Python SDK opened a new one for every call); a call
+/// whose progress comes first stays an event stream, ended with the
+/// response.
+#[test]
+fn http_replies_are_one_json_object_unless_notifications_come_first() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    let reply = client.ping(1);
+    assert_eq!(
+        reply.headers["content-type"], "application/json",
+        "{}",
+        reply.body
+    );
+    let message: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(
+        message,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}})
+    );
+
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":400},"_meta":{"progressToken":"p"}}}"#;
+    let reply = client.request("POST", "/mcp", call);
+    assert_eq!(
+        reply.headers["content-type"], "text/event-stream",
+        "{}",
+        reply.body
+    );
+    let messages: Vec<serde_json::Value> = reply
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(messages.len() >= 2, "{}", reply.body);
+    let (last, before) = messages.split_last().unwrap();
+    assert!(
+        before
+            .iter()
+            .all(|m| m["method"] == "notifications/progress"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(last["id"], 2, "{}", reply.body);
+    assert_eq!(call_text(last), ("Slept 400 ms.".to_string(), false));
+    assert_eq!(client.ping(3).status, 200, "the connection is still usable");
+}
+
+/// Only `/mcp` is served; a body that is not a JSON-RPC message is a
+/// JSON-RPC error with status 400; `DELETE` ends a session with 204 (what
+/// MCP clients expect) and is 404 for an unknown one (issue 14).
+#[test]
+fn http_answers_what_the_protocol_says() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut client = Http::connect(server.addr);
+    for path in ["/", "/other", "/mcp/x"] {
+        let reply = client.request("POST", path, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        assert_eq!(reply.status, 404, "{path}: {}", reply.body);
+    }
+    let reply = client.request("POST", "/mcp", r#"{"jsonrpc":"2.0","id":1,"#);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.message()["error"]["code"], -32700, "{}", reply.body);
+    let reply = client.request("POST", "/mcp", r#"{"jsonrpc":"2.0","id":7,"what":1}"#);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = reply.message();
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert_eq!(error["id"], 7, "{error}");
+
+    client.session = Some("no-such-session".into());
+    let reply = client.request("DELETE", "/mcp", "");
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    client.session = None;
+    client.initialize();
+    assert_eq!(client.ping(1).status, 200);
+    let reply = client.request("DELETE", "/mcp", "");
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(client.ping(2).status, 404, "the session ended");
+    assert_eq!(client.request("DELETE", "/mcp", "").status, 404);
+}
+
+/// `--idle-timeout` ends a session that had no request for that long; it
+/// is then unknown (404), so the client starts a new one.
+#[test]
+fn an_idle_http_session_ends_after_the_configured_time() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &["--idle-timeout", "1"], |_| {});
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    assert_eq!(client.ping(1).status, 200);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let reply = client.ping(2);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+}
+
+/// A connection over `--max-connections` waits until one closes.
+#[test]
+fn connections_over_the_cap_wait_for_one_to_close() {
+    use std::time::Duration;
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &["--max-connections", "1"], |_| {});
+    let mut first = Http::connect(server.addr);
+    first.initialize();
+    let mut second = Http::connect(server.addr);
+    second
+        .reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    second.write("POST", "/other", "{}");
+    let waited = second.read();
+    assert!(
+        waited.is_err(),
+        "a connection over the cap was served: {}",
+        waited.map(|r| r.status).unwrap_or_default()
+    );
+    drop(first);
+    second
+        .reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(second.read().unwrap().status, 404);
+}
+
+/// With the file descriptor limit reached, `accept` fails (`EMFILE`): the
+/// server logs it, backs off and serves again once descriptors are free
+/// (issue 14, defect 3).
+#[cfg(target_os = "linux")]
+#[test]
+fn running_out_of_file_descriptors_does_not_end_the_http_server() {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |command| {
+        // SAFETY: setrlimit is async-signal-safe, and the closure touches
+        // nothing else between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 64,
+                    rlim_max: 64,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let mut held = Vec::new();
+    let started = Instant::now();
+    while !server
+        .stderr
+        .lock()
+        .unwrap()
+        .contains("Too many open files")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "accept never failed with {} connections open",
+            held.len()
+        );
+        if held.len() < 200 {
+            held.push(std::net::TcpStream::connect(server.addr).unwrap());
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    drop(held);
+    let mut client = Http::connect(server.addr);
+    client.initialize();
+    assert_eq!(client.ping(1).status, 200);
+    let mut server = server;
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server exited"
+    );
+}
+
+/// A port in use is a configuration error (exit 3), said plainly.
+#[test]
+fn a_port_in_use_exits_3_saying_so() {
+    let home = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home.path())
+        .args(["mcp", "--http", &port])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on 127.0.0.1:{port}"))
+            && stderr.contains("another program uses the port"),
+        "{stderr}"
+    );
+}
+
+/// `--max-sessions` caps the sessions open at once: a client that would
+/// open one more gets a 503 with a JSON-RPC error naming the limit, and a
+/// place freed by `DELETE` can be taken again (issue 13, fairness).
+#[test]
+fn sessions_over_the_cap_are_refused_with_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &["--max-sessions", "2"], |_| {});
+    let mut first = Http::connect(server.addr);
+    first.initialize();
+    let mut second = Http::connect(server.addr);
+    second.initialize();
+    let mut third = Http::connect(server.addr);
+    let refused = third.open_session(7);
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let error = &refused.message()["error"];
+    assert_eq!(refused.message()["id"], 7);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-sessions"),
+        "{error}"
+    );
+    // Requests in an open session are not refused.
+    assert_eq!(first.ping(1).status, 200);
+    assert_eq!(first.request("DELETE", "/mcp", "").status, 204);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut retry = Http::connect(server.addr);
+        let reply = retry.open_session(8);
+        if reply.status == 200 {
+            break;
+        }
+        assert_eq!(reply.status, 503, "{}", reply.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ended session's place never came back"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A component swapped under a running server is held (the code approved
+/// before runs) until approved: the client is asked once per change, by
+/// elicitation, and its approval is recorded and served (issue 13).
+#[test]
+fn changed_code_is_offered_for_approval_over_elicitation() {
+    let workspace = tempfile::tempdir().unwrap();
+    let tool_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tool_dir.path().join("write.wasm"),
+        bundled("airlock-tool-write"),
+    )
+    .unwrap();
+    let out = python_client(
+        "approve.py",
+        &[&workspace.path().canonicalize().unwrap(), tool_dir.path()],
+    );
+    assert!(out.contains("approve ok"), "{out}");
+}
+
+/// A tool directory holding the `logger` test guest (it logs the lines it
+/// is given), and a workspace with `a.txt` and `big.txt` (20000 lines, too
+/// large for `read` to return whole).
+fn logger_and_big_workspace() -> (tempfile::TempDir, tempfile::TempDir) {
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        guests::test_guest("airlock-test-logger"),
+        tools.path().join("logger.wasm"),
+    )
+    .unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("a.txt"), "hello mcp\n").unwrap();
+    let big: String = (1..=20_000).map(|k| format!("line-{k}\n")).collect();
+    std::fs::write(workspace.path().join("big.txt"), big).unwrap();
+    (tools, workspace)
+}
+
+/// Logging and resources through the Python SDK, over stdio and HTTP
+/// (`tests/mcp/logging_resources.py`): a tool's log lines filtered by the
+/// session's level, a spilled result listed and read back whole, every
+/// other URI -32002.
+#[test]
+fn log_lines_and_spilled_results_reach_the_python_sdk() {
+    let (tools, workspace) = logger_and_big_workspace();
+    let out = python_client(
+        "logging_resources.py",
+        &[&workspace.path().canonicalize().unwrap(), tools.path()],
+    );
+    println!("{out}");
+}
+
+/// Every log line a call lets through comes before the call's reply, in
+/// the order the tool logged them, filtered by the session's level (`info`
+/// until it sets one), its level named as RFC 5424 does and its logger the
+/// tool; nothing of the call comes after its reply.
+#[test]
+fn a_calls_log_lines_come_before_its_reply_in_order_at_the_sessions_level() {
+    let home = tempfile::tempdir().unwrap();
+    let (tools, _workspace) = logger_and_big_workspace();
+    let dir = tools.path().to_str().unwrap();
+    let mut server = RawStdio::start(home.path(), &["--no-bundled", "--tools", dir], "{}");
+    let lines: Vec<serde_json::Value> = ["trace", "debug", "info", "warn", "error"]
+        .iter()
+        .cycle()
+        .take(40)
+        .enumerate()
+        .map(|(i, level)| serde_json::json!({"level": level, "message": format!("{level} {i}")}))
+        .collect();
+    // The messages up to the reply to `id`: (level, text) of each log line.
+    let until_reply = |server: &mut RawStdio, id: u64| -> Vec<(String, String)> {
+        let mut logged = Vec::new();
+        loop {
+            let message = server.next();
+            if message["id"] == id && message.get("method").is_none() {
+                assert!(message.get("error").is_none(), "{message}");
+                return logged;
+            }
+            if message["method"] == "notifications/message" {
+                let params = &message["params"];
+                assert_eq!(params["logger"], "logger", "{message}");
+                logged.push((
+                    params["level"].as_str().unwrap().to_owned(),
+                    params["data"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    };
+    let expected = |min: usize| -> Vec<(String, String)> {
+        let rfc = ["debug", "debug", "info", "warning", "error"];
+        let rank = [0, 0, 1, 3, 4];
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| rank[i % 5] >= min)
+            .map(|(i, l)| {
+                (
+                    rfc[i % 5].to_owned(),
+                    l["message"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let call = serde_json::json!({"lines": lines});
+    server.send(&call_line(1, "logger", call.clone()));
+    assert_eq!(until_reply(&mut server, 1), expected(1), "info and above");
+    server
+        .send(r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}"#);
+    assert!(until_reply(&mut server, 2).is_empty());
+    for id in 3..23 {
+        server.send(&call_line(id, "logger", call.clone()));
+        assert_eq!(until_reply(&mut server, id), expected(0), "call {id}");
+    }
+    server.send(
+        r#"{"jsonrpc":"2.0","id":23,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+    );
+    until_reply(&mut server, 23);
+    server.send(&call_line(24, "logger", call));
+    assert_eq!(
+        until_reply(&mut server, 24),
+        expected(3),
+        "warning and above"
+    );
+    server.send(r#"{"jsonrpc":"2.0","id":25,"method":"ping"}"#);
+    let next = server.next();
+    assert_eq!(
+        next["id"], 25,
+        "nothing of the call after its reply: {next}"
+    );
+}
+
+/// A JSON-RPC request line.
+fn request_line(id: u64, method: &str, params: serde_json::Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// A `tools/call` that asks to run as a task kept `ttl` ms.
+fn task_call_line(id: u64, tool: &str, arguments: serde_json::Value, ttl: u64) -> String {
+    request_line(
+        id,
+        "tools/call",
+        serde_json::json!({"name": tool, "arguments": arguments, "task": {"ttl": ttl}}),
+    )
+}
+
+/// The `tasks` capability of MCP 2025-11-25, as Airlock declares it.
+fn tasks_capability() -> serde_json::Value {
+    serde_json::json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+}
+
+/// The task a `CreateTaskResult` reply holds, checked for the fields every
+/// task carries; and its id.
+fn created_task(reply: &serde_json::Value) -> (serde_json::Value, String) {
+    let task = reply["result"]["task"].clone();
+    let id = task["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {reply}"))
+        .to_owned();
+    assert_eq!(id.len(), 32, "{task}");
+    assert!(task["pollInterval"].as_u64().is_some(), "{task}");
+    for time in ["createdAt", "lastUpdatedAt"] {
+        let at = task[time].as_str().unwrap_or_default();
+        assert!(
+            at.len() == 24 && at.as_bytes()[10] == b'T' && at.ends_with('Z'),
+            "{time}: {task}"
+        );
+    }
+    (task, id)
+}
+
+/// A call asked to run as a task (MCP 2025-11-25) is answered at once with
+/// a working task; `tasks/get` and `tasks/list` show it, `tasks/result`
+/// waits for it and returns the call's result tied to the task, and then
+/// it is completed; every tool says it may run as a task, and a plain call
+/// is answered as before (issue 14).
+#[test]
+fn a_call_run_as_a_task_over_stdio_is_answered_at_once_polled_and_its_result_fetched() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let mut server = RawStdio::start(home.path(), &[], "{}");
+    assert_eq!(
+        server.initialized["result"]["capabilities"]["tasks"],
+        tasks_capability(),
+        "{}",
+        server.initialized
+    );
+    server.send(&request_line(1, "tools/list", json!({})));
+    let listed = server.reply();
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == "sleep"), "{listed}");
+    for tool in tools {
+        assert_eq!(
+            tool["execution"],
+            json!({"taskSupport": "optional"}),
+            "{tool}"
+        );
+    }
+
+    server.send(&call_line(2, "sleep", json!({"ms": 0})));
+    let plain = server.reply();
+    assert!(!call_text(&plain).1, "{plain}");
+    assert!(plain["result"].get("task").is_none(), "{plain}");
+    assert!(plain["result"].get("_meta").is_none(), "{plain}");
+
+    let started = Instant::now();
+    server.send(&task_call_line(3, "sleep", json!({"ms": 300}), 60_000));
+    let created = server.reply();
+    assert_eq!(created["id"], 3, "{created}");
+    let (task, id) = created_task(&created);
+    assert_eq!(task["status"], "working", "{created}");
+    assert_eq!(task["ttl"], 60_000, "{created}");
+    assert!(created["result"].get("content").is_none(), "{created}");
+
+    server.send(&request_line(4, "tasks/get", json!({"taskId": id})));
+    let polled = server.reply();
+    assert_eq!(polled["result"]["taskId"], id.as_str(), "{polled}");
+    assert_eq!(polled["result"]["status"], "working", "{polled}");
+
+    server.send(&request_line(5, "tasks/list", json!({})));
+    let listed = server.reply();
+    let ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert_eq!(ids, [id.as_str()], "{listed}");
+
+    // The reply to `id`, and the task status notifications before it.
+    let mut statuses = Vec::new();
+    let mut until_reply = |server: &mut RawStdio, id: u64| loop {
+        let message = server.next();
+        if message["method"] == "notifications/tasks/status" {
+            statuses.push(message["params"].clone());
+        } else if message.get("method").is_none() {
+            assert_eq!(message["id"], id, "{message}");
+            break message;
+        }
+    };
+    server.send(&request_line(6, "tasks/result", json!({"taskId": id})));
+    let result = until_reply(&mut server, 6);
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "tasks/result did not wait for the call"
+    );
+    assert!(!call_text(&result).1, "{result}");
+    assert_eq!(
+        call_text(&result).0,
+        "Slept 300 ms.",
+        "the call's own result"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"],
+        json!({"taskId": id}),
+        "{result}"
+    );
+    // The task's end was also sent, once: the task ended before
+    // `tasks/result` answered, and this reply comes after that one.
+    server.send(&request_line(7, "tasks/get", json!({"taskId": id})));
+    let done = until_reply(&mut server, 7);
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0]["taskId"], id.as_str());
+    assert_eq!(statuses[0]["status"], "completed");
+    server.send(&request_line(8, "tasks/cancel", json!({"taskId": id})));
+    let refused = server.reply();
+    assert_eq!(refused["error"]["code"], -32602, "an ended task: {refused}");
+
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for (n, method) in [(9, "tasks/get"), (10, "tasks/result"), (11, "tasks/cancel")] {
+        server.send(&request_line(n, method, json!({"taskId": unknown})));
+        let reply = server.reply();
+        assert_eq!(reply["error"]["code"], -32602, "{method}: {reply}");
+    }
+}
+
+/// `tasks/cancel` cancels a working task's call in the executor: the task
+/// is `cancelled`, its result is an error, and an exclusive call sent next
+/// runs at once instead of waiting for a minute's sleep (issue 14).
+#[test]
+fn a_cancelled_task_stops_its_call() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    server.send(&task_call_line(1, "sleep", json!({"ms": 60_000}), 600_000));
+    let (_, id) = created_task(&server.reply());
+    std::thread::sleep(Duration::from_millis(300));
+    server.send(&request_line(2, "tasks/cancel", json!({"taskId": id})));
+    let cancelled = server.reply();
+    assert_eq!(cancelled["result"]["taskId"], id.as_str(), "{cancelled}");
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+
+    let started = Instant::now();
+    let target = format!("{ws}/after.txt");
+    server.send(&call_line(
+        3,
+        "write",
+        json!({"file_path": target, "content": "x"}),
+    ));
+    let written = server.reply();
+    assert!(!call_text(&written).1, "{written}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the write waited {:?} for the cancelled sleep",
+        started.elapsed()
+    );
+
+    server.send(&request_line(4, "tasks/get", json!({"taskId": id})));
+    assert_eq!(server.reply()["result"]["status"], "cancelled");
+    server.send(&request_line(5, "tasks/result", json!({"taskId": id})));
+    let result = server.reply();
+    let message = result["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cancelled"), "{result}");
+}
+
+/// A call run as a task takes its turn as any call does: a `write` sent as
+/// a task and a `read` of its file written right behind it reach the
+/// executor in that order, so each read finds what its write wrote
+/// (issue 14).
+#[test]
+fn a_task_takes_its_turn_in_the_order_calls_were_written() {
+    use serde_json::json;
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    const ROUNDS: u64 = 100;
+    let lines: Vec<String> = (0..ROUNDS)
+        .flat_map(|k| {
+            let file = format!("{ws}/f{k}.txt");
+            [
+                task_call_line(
+                    2 * k + 1,
+                    "write",
+                    json!({"file_path": file, "content": format!("v{k}\n")}),
+                    60_000,
+                ),
+                call_line(2 * k + 2, "read", json!({"file_path": file})),
+            ]
+        })
+        .collect();
+    server.send(&lines.join("\n"));
+    let mut replies = HashMap::new();
+    for _ in 0..2 * ROUNDS {
+        let reply = server.reply();
+        replies.insert(reply["id"].as_u64().unwrap(), reply);
+    }
+    for k in 0..ROUNDS {
+        created_task(&replies[&(2 * k + 1)]);
+        let (read, failed) = call_text(&replies[&(2 * k + 2)]);
+        assert!(
+            !failed && read.contains(&format!("v{k}")),
+            "read {k} overtook the task before it: {read}"
+        );
+    }
+}
+
+/// A task is forgotten when its ttl ends, and its call, still running, is
+/// cancelled then: an exclusive call sent next runs at once (issue 14).
+#[test]
+fn a_task_is_forgotten_when_its_ttl_ends_and_its_call_is_stopped() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let mut server = RawStdio::start(
+        home.path(),
+        &["--workspace", ws, "--mode", "acceptEdits"],
+        "{}",
+    );
+    server.send(&task_call_line(1, "sleep", json!({"ms": 60_000}), 1000));
+    let (task, id) = created_task(&server.reply());
+    assert_eq!(task["ttl"], 1000, "{task}");
+    server.send(&request_line(2, "tasks/get", json!({"taskId": id})));
+    assert_eq!(server.reply()["result"]["status"], "working");
+    std::thread::sleep(Duration::from_millis(1500));
+    server.send(&request_line(3, "tasks/get", json!({"taskId": id})));
+    let gone = server.reply();
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let started = Instant::now();
+    let target = format!("{ws}/after.txt");
+    server.send(&call_line(
+        4,
+        "write",
+        json!({"file_path": target, "content": "x"}),
+    ));
+    let written = server.reply();
+    assert!(!call_text(&written).1, "{written}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the write waited {:?} for the expired task's sleep",
+        started.elapsed()
+    );
+}
+
+/// Over HTTP, a session's tasks are its own: another session cannot see,
+/// list, wait for or cancel them; the session that made one gets its
+/// result (issue 14).
+#[test]
+fn tasks_over_http_belong_to_the_session_that_made_them() {
+    use serde_json::json;
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[], |_| {});
+    let mut owner = Http::connect(server.addr);
+    let initialized = owner.initialize();
+    assert_eq!(
+        initialized["result"]["capabilities"]["tasks"],
+        tasks_capability(),
+        "{initialized}"
+    );
+    let mut other = Http::connect(server.addr);
+    other.initialize();
+    let post = |client: &mut Http, line: String| {
+        let reply = client.request("POST", "/mcp", &line);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.message()
+    };
+
+    let listed = post(&mut owner, request_line(1, "tools/list", json!({})));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(!tools.is_empty(), "{listed}");
+    for tool in tools {
+        assert_eq!(tool["execution"]["taskSupport"], "optional", "{tool}");
+    }
+
+    let created = post(
+        &mut owner,
+        task_call_line(2, "sleep", json!({"ms": 300}), 60_000),
+    );
+    let (task, id) = created_task(&created);
+    assert_eq!(task["status"], "working", "{created}");
+
+    for (n, method) in [(3, "tasks/get"), (4, "tasks/result"), (5, "tasks/cancel")] {
+        let reply = post(&mut other, request_line(n, method, json!({"taskId": id})));
+        assert_eq!(reply["error"]["code"], -32602, "{method}: {reply}");
+    }
+    let theirs = post(&mut other, request_line(6, "tasks/list", json!({})));
+    assert_eq!(theirs["result"]["tasks"], json!([]), "{theirs}");
+
+    let mine = post(&mut owner, request_line(7, "tasks/list", json!({})));
+    assert_eq!(mine["result"]["tasks"][0]["taskId"], id.as_str(), "{mine}");
+    let result = post(
+        &mut owner,
+        request_line(8, "tasks/result", json!({"taskId": id})),
+    );
+    assert!(!call_text(&result).1, "{result}");
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str(),
+        "{result}"
+    );
+    let done = post(
+        &mut owner,
+        request_line(9, "tasks/get", json!({"taskId": id})),
+    );
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+}
+
+/// Tasks through the Python SDK's own 2025-11-25 types, over stdio and
+/// HTTP (`tests/mcp/tasks.py`): every reply reads as the SDK's models; a
+/// task answered at once, polled, listed and its result fetched, a long
+/// one cancelled (which stops it), another session's task not found.
+#[test]
+fn tasks_reach_the_python_sdk() {
+    let workspace = tempfile::tempdir().unwrap();
+    let out = python_client("tasks.py", &[&workspace.path().canonicalize().unwrap()]);
+    println!("{out}");
+}

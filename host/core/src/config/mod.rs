@@ -1,0 +1,578 @@
+//! `airlock.toml`: where tools come from, what each may touch, and the
+//! limits every call runs under. Parsing only: paths are resolved and
+//! checked by [`crate::grants`], limits applied by the engine.
+//!
+//! Every key has a safe default: no workspace, no network, no environment,
+//! a 60 s time limit and 256 MiB of memory per call. Unknown keys are
+//! errors, so a typo cannot silently leave a limit at its default.
+//!
+//! ```
+//! let config = airlock_core::config::Config::from_toml(r#"
+//!     workspace = "/tmp"
+//!     [limits]
+//!     timeout_ms = 5000
+//!     [tools.fetch]
+//!     network = ["example.com"]
+//! "#, None).unwrap();
+//! assert_eq!(config.limits.timeout_ms, 5000);
+//! assert_eq!(config.tools["fetch"].network, ["example.com"]);
+//! ```
+
+pub mod hooks;
+mod load;
+pub mod settings;
+
+use crate::descriptor::WorkspaceAccess;
+use crate::permissions::PermissionsConfig;
+use hooks::HooksConfig;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Directories to load `*.wasm` tools from, in order. Defaults to the
+    /// user's tool directory ([`default_tool_dir`]) when it exists.
+    #[serde(default)]
+    pub tool_dirs: Option<Vec<PathBuf>>,
+    /// Whether to offer the first-party tools built into this binary.
+    #[serde(default = "yes")]
+    pub bundled_tools: bool,
+    /// The agent's workspace: mounted at the same path inside the sandbox.
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    /// The most access any tool gets to the workspace.
+    #[serde(default = "read_write")]
+    pub workspace_access: WorkspaceAccess,
+    /// Limits on every call.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Grants per tool name; `"*"` applies to every tool.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolConfig>,
+    /// Where results too large to return are saved (default:
+    /// `.airlock/results` in the workspace).
+    #[serde(default)]
+    pub results_dir: Option<PathBuf>,
+    /// Permission rules and the starting mode (Claude Code's `permissions`).
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
+    /// Pre- and post-tool hooks (Claude Code's `hooks`).
+    #[serde(default)]
+    pub hooks: HooksConfig,
+    /// Whether compiled tools are cached on disk, so a tool is compiled
+    /// once and later starts list it without compiling.
+    #[serde(default = "yes")]
+    pub artifact_cache: bool,
+    /// Where compiled tools are cached (default [`default_cache_dir`]). It
+    /// must belong to the user and be writable only by them.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// When the built-in `tool_search` is offered: `auto` (the default:
+    /// when some tool is deferred), `on`, or `off` (deferred tools are then
+    /// listed in full).
+    #[serde(default)]
+    pub tool_search: ToolSearchMode,
+    /// Claude Code settings files (`.claude/settings.json`) whose
+    /// permission rules, mode and hooks are merged in, in order (see
+    /// [`settings`]). They are read when the configuration is parsed
+    /// (and moved to `merged_settings`); a configuration built in code
+    /// merges one with [`settings::merge`]. One left here is refused
+    /// by [`crate::grants::Grants::from_config`], never silently skipped.
+    #[serde(default)]
+    pub settings: Vec<PathBuf>,
+    /// The settings files merged in, in order.
+    #[serde(skip)]
+    pub merged_settings: Vec<PathBuf>,
+    /// Where `airlock approve` records approved tool code (default
+    /// [`approvals_file`]).
+    #[serde(default)]
+    pub approvals: Option<PathBuf>,
+    /// The file this configuration was read from, if any
+    /// ([`Config::from_file`]): no writable grant may contain it.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+    /// External MCP servers (stdio) whose tools are mounted as
+    /// `mcp__NAME__TOOL` (see [`McpServerConfig`]). They run outside the
+    /// sandbox, so their calls ask in the default mode.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// An external MCP server, started as a child process speaking MCP on its
+/// stdin and stdout (`[mcp_servers.NAME]`, with the `command`, `args` and
+/// `env` of a `.mcp.json` stdio entry, in which `${VAR}` and
+/// `${VAR:-default}` are expanded from Airlock's environment when it
+/// starts, as Claude Code does). It is not sandboxed: it runs with
+/// the user's rights, so only configure servers you trust; its calls are
+/// asked about unless a rule allows them (or the mode bypasses
+/// permissions).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The program (found on `PATH` when not a path); `${VAR}` expanded.
+    pub command: String,
+    /// Its arguments; `${VAR}` expanded.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Its environment: only `PATH`, `HOME` and these are passed (the
+    /// host's own environment is not, but a value may name a variable of
+    /// it: `GITHUB_TOKEN = "${GITHUB_TOKEN}"`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory (default: the workspace, else Airlock's).
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Switches the server off (a runtime gate) when `false`.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Lists its tools by name only, until `tool_search` finds them
+    /// (a tool's `_meta["anthropic/alwaysLoad"]` keeps it listed).
+    #[serde(default)]
+    pub defer_loading: bool,
+    /// How long starting it and listing its tools may take (default 30 s).
+    #[serde(default)]
+    pub startup_timeout_ms: Option<u64>,
+}
+
+/// When the built-in `tool_search` tool is offered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSearchMode {
+    /// When at least one tool in the registry is deferred.
+    #[default]
+    Auto,
+    /// Always.
+    On,
+    /// Never: deferred tools are listed in full.
+    Off,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn read_write() -> WorkspaceAccess {
+    WorkspaceAccess::ReadWrite
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tool_dirs: None,
+            bundled_tools: true,
+            workspace: None,
+            workspace_access: WorkspaceAccess::ReadWrite,
+            limits: Limits::default(),
+            tools: BTreeMap::new(),
+            results_dir: None,
+            permissions: PermissionsConfig::default(),
+            hooks: HooksConfig::default(),
+            artifact_cache: true,
+            cache_dir: None,
+            tool_search: ToolSearchMode::Auto,
+            settings: Vec::new(),
+            merged_settings: Vec::new(),
+            source: None,
+            approvals: None,
+            mcp_servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// What the operator grants one tool (or every tool, under `"*"`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// Turns the tool off (a runtime gate) when `false`.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// The most access this tool gets to the workspace.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceAccess>,
+    /// Host patterns it may reach over HTTP (`example.com`, `*.example.com`, `*`).
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Environment variables it may read (their values come from Airlock's
+    /// own environment, or from the agent's context when a tool set them).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Directories besides the workspace.
+    #[serde(default)]
+    pub mounts: Vec<MountConfig>,
+    /// Overrides `limits.timeout_ms` for this tool.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Overrides `limits.memory_mib` for this tool.
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+    /// Overrides `limits.write_mib` for this tool.
+    #[serde(default)]
+    pub write_mib: Option<u64>,
+    /// Overrides the tool's own `defer_loading`: a deferred tool is listed
+    /// by name only until `tool_search` finds it.
+    #[serde(default)]
+    pub defer_loading: Option<bool>,
+    /// The component file that may take this name when another tool has
+    /// it too (a directory tool in place of a bundled one, or one of two
+    /// directories' tools). Without it, a name already in use is refused.
+    #[serde(default)]
+    pub source: Option<PathBuf>,
+}
+
+impl ToolConfig {
+    /// The grants of `tool` in `tools` (the `[tools]` table): the `"*"`
+    /// entry merged with its own (lists concatenate; the tool's own
+    /// settings win).
+    pub fn of(tools: &BTreeMap<String, ToolConfig>, tool: &str) -> ToolConfig {
+        let mut merged = tools.get("*").cloned().unwrap_or_default();
+        if let Some(own) = tools.get(tool) {
+            merged.enabled = own.enabled.or(merged.enabled);
+            merged.workspace = own.workspace.or(merged.workspace);
+            merged.network.extend(own.network.iter().cloned());
+            merged.env.extend(own.env.iter().cloned());
+            merged.mounts.extend(own.mounts.iter().cloned());
+            merged.timeout_ms = own.timeout_ms.or(merged.timeout_ms);
+            merged.memory_mib = own.memory_mib.or(merged.memory_mib);
+            merged.write_mib = own.write_mib.or(merged.write_mib);
+            merged.defer_loading = own.defer_loading.or(merged.defer_loading);
+            merged.source = own.source.clone();
+        }
+        merged
+    }
+}
+
+/// A directory besides the workspace.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountConfig {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the tool sees it (absolute); defaults to the host path.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// `read` (the default) or `read-write`.
+    #[serde(default = "read")]
+    pub access: WorkspaceAccess,
+}
+
+fn read() -> WorkspaceAccess {
+    WorkspaceAccess::Read
+}
+
+/// Limits on every call, and on loading tools.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Wall-clock time a call may take.
+    pub timeout_ms: u64,
+    /// Wall-clock time `classify`, `validate` and `check-permissions` may take.
+    pub preflight_timeout_ms: u64,
+    /// Linear memory a call may use, across all its memories.
+    pub memory_mib: u64,
+    /// Elements a table may grow to.
+    pub table_elements: u32,
+    /// Core instances a call may create.
+    pub instances: u32,
+    /// Tables a call may create.
+    pub tables: u32,
+    /// Linear memories a call may create.
+    pub memories: u32,
+    /// Bytes of stdout kept; writing more ends the call (`output_limit`).
+    pub stdout_bytes: usize,
+    /// Bytes of stderr kept; writing more ends the call (`output_limit`).
+    pub stderr_bytes: usize,
+    /// The wasm stack, in KiB.
+    pub wasm_stack_kib: usize,
+    /// Bytes of JSON input a call accepts.
+    pub input_bytes: usize,
+    /// Bytes of JSON a tool may return in one value.
+    pub output_bytes: usize,
+    /// The deepest JSON nesting accepted either way.
+    pub json_depth: usize,
+    /// The largest component file loaded.
+    pub component_bytes: u64,
+    /// How often the epoch ticks, in ms: the granularity of time limits
+    /// and of cancellation.
+    pub epoch_tick_ms: u64,
+    /// Resource handles (files, streams, ...) a call may hold at once.
+    pub resource_handles: usize,
+    /// Random bytes a guest may ask for in one call to `wasi:random`.
+    pub random_bytes: u64,
+    /// Bytes a guest may pass to the host in one host call ("hostcall fuel").
+    pub hostcall_bytes: usize,
+    /// Connect and first-byte timeout of an outgoing HTTP request.
+    pub http_timeout_ms: u64,
+    /// Bytes a call may write to writable mounts, in MiB (sparse growth
+    /// counts its apparent size; each new file or directory costs 4 KiB).
+    pub write_mib: u64,
+    /// Wall-clock time compiling one component may take.
+    pub compile_timeout_ms: u64,
+    /// Tool stores that can be live at once, preallocated by the pooling
+    /// allocator (plus an eighth, at most 64, for hooks); calls beyond it
+    /// queue. `0` allocates each store on demand instead, with no queue.
+    pub pool_slots: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_ms: 60_000,
+            preflight_timeout_ms: 5_000,
+            memory_mib: 256,
+            table_elements: 100_000,
+            instances: 32,
+            tables: 32,
+            memories: 8,
+            stdout_bytes: 1 << 20,
+            stderr_bytes: 256 << 10,
+            wasm_stack_kib: 512,
+            input_bytes: 1 << 20,
+            output_bytes: 16 << 20,
+            json_depth: 64,
+            component_bytes: 64 << 20,
+            epoch_tick_ms: 10,
+            resource_handles: 4096,
+            random_bytes: 1 << 20,
+            hostcall_bytes: 64 << 20,
+            http_timeout_ms: 30_000,
+            write_mib: 128,
+            compile_timeout_ms: 120_000,
+            pool_slots: 1000,
+        }
+    }
+}
+
+/// A configuration file that could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    /// The file.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl Config {
+    /// The tool directories in effect: the configured ones, or the user's
+    /// tool directory when none are configured and it exists.
+    pub fn effective_tool_dirs(&self) -> Vec<PathBuf> {
+        match &self.tool_dirs {
+            Some(dirs) => dirs.clone(),
+            None => default_tool_dir()
+                .filter(|d| d.is_dir())
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// The grants of `tool`: the `"*"` entry merged with its own (lists
+    /// concatenate; the tool's own settings win).
+    pub fn tool_config(&self, tool: &str) -> ToolConfig {
+        ToolConfig::of(&self.tools, tool)
+    }
+
+    /// Airlock's own state on disk, which no writable grant may reach: the
+    /// configuration directory and file, the tool directories (the
+    /// configured ones and the user's default one), the artifact cache, the
+    /// results directory and the settings files.
+    pub fn host_paths(&self) -> Vec<HostPath> {
+        let dir = |what: &'static str, path: PathBuf| HostPath {
+            what,
+            path,
+            is_dir: true,
+            unreadable: false,
+        };
+        let mut paths = Vec::new();
+        if let Some(d) = user_dir("XDG_CONFIG_HOME", ".config") {
+            paths.push(dir("Airlock's configuration directory", d.join("airlock")));
+        }
+        if let Some(file) = self.effective_approvals_file() {
+            paths.push(HostPath {
+                what: "the approvals file",
+                path: file,
+                is_dir: false,
+                unreadable: false,
+            });
+        }
+        if let Some(file) = &self.source {
+            paths.push(HostPath {
+                what: "the configuration file",
+                path: file.clone(),
+                is_dir: false,
+                unreadable: false,
+            });
+        }
+        let mut tool_dirs = self.tool_dirs.clone().unwrap_or_default();
+        tool_dirs.extend(default_tool_dir());
+        paths.extend(tool_dirs.into_iter().map(|d| dir("a tool directory", d)));
+        paths.extend(
+            self.effective_cache_dir()
+                .into_iter()
+                .chain(default_cache_dir())
+                .map(|path| HostPath {
+                    what: "the artifact cache",
+                    path,
+                    is_dir: true,
+                    unreadable: true,
+                }),
+        );
+        paths.extend(
+            self.results_dir
+                .clone()
+                .map(|d| dir("the results directory", d)),
+        );
+        paths.extend(self.merged_settings.iter().map(|f| HostPath {
+            what: "a settings file",
+            path: f.clone(),
+            is_dir: false,
+            unreadable: false,
+        }));
+        paths
+    }
+
+    /// The approvals file in effect, if any.
+    pub fn effective_approvals_file(&self) -> Option<PathBuf> {
+        self.approvals.clone().or_else(approvals_file)
+    }
+
+    /// The compiled-tool cache in effect, if any.
+    pub fn effective_cache_dir(&self) -> Option<PathBuf> {
+        if !self.artifact_cache {
+            return None;
+        }
+        self.cache_dir.clone().or_else(default_cache_dir)
+    }
+}
+
+/// A file or directory holding Airlock's own state ([`Config::host_paths`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostPath {
+    /// What it is, for error messages.
+    pub what: &'static str,
+    /// Where it is (it need not exist yet).
+    pub path: PathBuf,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Whether no grant may even read it (the artifact cache: its key
+    /// authenticates what the host runs as native code).
+    pub unreadable: bool,
+}
+
+/// Where `airlock approve` records the tool code the operator approved:
+/// `approved.json` in Airlock's configuration directory.
+pub fn approvals_file() -> Option<PathBuf> {
+    user_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("airlock/approved.json"))
+}
+
+/// The default cache of compiled tools: `$XDG_CACHE_HOME/airlock/artifacts`,
+/// or `~/.cache/airlock/artifacts`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    user_dir("XDG_CACHE_HOME", ".cache").map(|d| d.join("airlock/artifacts"))
+}
+
+/// The user's tool directory, where `just build-guests` installs tools:
+/// `$XDG_DATA_HOME/airlock/tools`, or `~/.local/share/airlock/tools`.
+pub fn default_tool_dir() -> Option<PathBuf> {
+    user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/tools"))
+}
+
+pub(crate) fn user_dir(xdg_var: &str, fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(xdg_var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hooks::HookSpec;
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn defaults_are_safe() {
+        let c = Config::from_toml("", None).unwrap();
+        assert!(c.workspace.is_none());
+        assert!(c.tools.is_empty());
+        assert!(c.bundled_tools);
+        assert_eq!(c.limits, Limits::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let err = Config::from_toml("[limits]\ntimeout = 5", None).unwrap_err();
+        assert!(err.message.contains("unknown field `timeout`"), "{err}");
+        let err = Config::from_toml("[tools.x]\nnetwrok = []", None).unwrap_err();
+        assert!(err.message.contains("netwrok"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let c = Config::from_toml(
+            "workspace = \"ws\"\ntool_dirs = [\"t\", \"/abs\"]\n[[tools.x.mounts]]\nhost = \"data\"",
+            Some(Path::new("/etc/airlock")),
+        )
+        .unwrap();
+        assert_eq!(c.workspace.unwrap(), PathBuf::from("/etc/airlock/ws"));
+        assert_eq!(
+            c.tool_dirs.unwrap(),
+            [PathBuf::from("/etc/airlock/t"), PathBuf::from("/abs")]
+        );
+        assert_eq!(
+            c.tools["x"].mounts[0].host,
+            PathBuf::from("/etc/airlock/data")
+        );
+        assert_eq!(c.tools["x"].mounts[0].access, WorkspaceAccess::Read);
+    }
+
+    #[test]
+    fn permissions_and_hooks_take_claude_codes_shape() {
+        let c = Config::from_toml(
+            r#"
+            [permissions]
+            allow = ["read"]
+            deny = ["Read(./.env)"]
+            defaultMode = "acceptEdits"
+            [[hooks.PreToolUse]]
+            matcher = "write|edit"
+            hooks = [{ type = "command", command = "./check.sh", timeout = 5 }]
+            [[hooks.PostToolUse]]
+            hooks = [{ type = "wasm", component = "hook.wasm" }]
+            "#,
+            Some(Path::new("/etc/airlock")),
+        )
+        .unwrap();
+        assert_eq!(c.permissions.deny, ["Read(./.env)"]);
+        assert_eq!(
+            c.permissions.default_mode,
+            crate::permissions::PermissionMode::AcceptEdits
+        );
+        assert_eq!(
+            c.hooks.pre_tool_use[0].matcher.as_deref(),
+            Some("write|edit")
+        );
+        assert_eq!(
+            c.hooks.post_tool_use[0].hooks[0],
+            HookSpec::Wasm {
+                component: PathBuf::from("/etc/airlock/hook.wasm"),
+                timeout: None
+            }
+        );
+    }
+
+    #[test]
+    fn wildcard_grants_merge_with_a_tools_own() {
+        let c = Config::from_toml(
+            "[tools.\"*\"]\nnetwork = [\"a.com\"]\ntimeout_ms = 1\n[tools.x]\nnetwork = [\"b.com\"]\ntimeout_ms = 2",
+            None,
+        )
+        .unwrap();
+        let x = c.tool_config("x");
+        assert_eq!(x.network, ["a.com", "b.com"]);
+        assert_eq!(x.timeout_ms, Some(2));
+        assert_eq!(c.tool_config("y").network, ["a.com"]);
+    }
+}

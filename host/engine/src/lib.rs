@@ -1,0 +1,433 @@
+//! The engine: wasmtime configured for untrusted tools, the epoch ticker
+//! that bounds their time, the one linker every tool shares, the pool of
+//! preallocated instance slots and the admission queue in front of it, the
+//! compiled-artifact cache, the bundled tools' descriptors recorded at build
+//! time (`snapshot`), and the [`WasmTool`] adapter that puts a component
+//! behind the [`airlock_core::tool::Tool`] trait.
+//!
+//! Invariants this module keeps:
+//! - a store is only created holding an admission permit, and the permits
+//!   never outnumber the pool's instance slots, so a call waits for a slot
+//!   rather than failing for lack of one; hooks draw on a reserve of their
+//!   own, so tool uses holding a preflight store cannot starve the hooks
+//!   they wait on;
+//! - every store is fresh (one per phase of one tool use) and is dropped
+//!   after a trap, a timeout or a cancellation, never re-entered;
+//! - every store has a memory/table/instance limiter, an epoch deadline,
+//!   hostcall fuel and capped stdout/stderr, and nothing inherited from the
+//!   host process (stdio, env, args, network);
+//! - the preflight phase (`describe`, `classify`, `validate`,
+//!   `check-permissions`) runs with no filesystem, network or environment;
+//!   only `call` gets the call's grants.
+
+#![deny(missing_docs)]
+
+mod bindings;
+mod budget;
+mod cache;
+mod fair;
+mod linker;
+mod net;
+mod pipe;
+mod run;
+mod snapshot;
+mod state;
+mod wasm_hook;
+mod wasm_tool;
+
+pub use snapshot::Snapshot;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub use snapshot::testing;
+pub use wasm_hook::{HookAnswer, WasmHook};
+pub use wasm_tool::{Settled, WasmTool};
+
+use airlock_core::config::{Config, Limits};
+use airlock_core::descriptor::Descriptor;
+use airlock_core::error::{CallError, LoadError};
+use airlock_core::json::JsonBounds;
+use cache::ArtifactCache;
+use fair::{FairPermit, FairShare, Tenant};
+use linker::{Needs, linker};
+use state::HostState;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// The wasmtime engine, ticker and linker, shared by every tool.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: wasmtime::Engine,
+    linker: Linker<HostState>,
+    limits: Limits,
+    cache: Option<ArtifactCache>,
+    admission: Option<Admission>,
+}
+
+/// The queue in front of the pool: a permit per live store, handed out
+/// fairly among agent contexts.
+struct Admission {
+    tools: Arc<FairShare>,
+    hooks: Arc<FairShare>,
+    /// Signalled whenever a store gives its slot back, for a store that
+    /// found the pool short of something other than instance slots.
+    freed: Arc<Notify>,
+}
+
+/// What a store is for, which decides the share of the pool it draws on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    /// A tool's preflight or call store.
+    Tool,
+    /// A hook's store.
+    Hook,
+}
+
+/// A store's claim on the pool, given back when the store is dropped.
+pub(crate) struct Slot {
+    _permit: FairPermit,
+    freed: Arc<Notify>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.freed.notify_waiters();
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Configures wasmtime for `limits`, with no artifact cache, and starts
+    /// the epoch ticker (a thread that stops when the last clone of the
+    /// engine is dropped).
+    ///
+    /// ```
+    /// let engine = airlock_engine::Engine::new(&airlock_core::config::Limits::default()).unwrap();
+    /// assert_eq!(engine.limits().pool_slots, 1000);
+    /// ```
+    pub fn new(limits: &Limits) -> anyhow::Result<Engine> {
+        Engine::build(limits, None)
+    }
+
+    /// The engine a configuration asks for: its limits, and its artifact
+    /// cache ([`Config::effective_cache_dir`]) when that can be used safely.
+    pub fn from_config(config: &Config) -> anyhow::Result<Engine> {
+        Engine::build(&config.limits, config.effective_cache_dir().as_deref())
+    }
+
+    fn build(limits: &Limits, cache_dir: Option<&Path>) -> anyhow::Result<Engine> {
+        let stack = limits.wasm_stack_kib << 10;
+        let mut config = wasmtime::Config::new();
+        config
+            .epoch_interruption(true)
+            .max_wasm_stack(stack)
+            .async_stack_size(stack + (1 << 20))
+            .wasm_memory64(false)
+            .cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let slots = limits.pool_slots;
+        let engine = if slots == 0 {
+            wasmtime::Engine::new(&config)?
+        } else {
+            let total = slots.saturating_add(hook_reserve(slots));
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(limits, total)));
+            match wasmtime::Engine::new(&config) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    // Typically a cap on address space (`ulimit -v`): the
+                    // pool reserves, but does not use, a few GiB per slot.
+                    tracing::warn!(
+                        "the instance pool ({total} slots) cannot be reserved: {e:#}; allocating on demand"
+                    );
+                    config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+                    return Engine::assemble(wasmtime::Engine::new(&config)?, limits, cache_dir, 0);
+                }
+            }
+        };
+        Engine::assemble(engine, limits, cache_dir, slots)
+    }
+
+    fn assemble(
+        engine: wasmtime::Engine,
+        limits: &Limits,
+        cache_dir: Option<&Path>,
+        slots: u32,
+    ) -> anyhow::Result<Engine> {
+        spawn_ticker(&engine, Duration::from_millis(limits.epoch_tick_ms.max(1)))?;
+        let linker = linker(&engine)?;
+        let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
+        let admission = (slots > 0).then(|| Admission {
+            tools: FairShare::new(slots as usize),
+            hooks: FairShare::new(hook_reserve(slots) as usize),
+            freed: Arc::new(Notify::new()),
+        });
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                limits: limits.clone(),
+                cache,
+                admission,
+            }),
+        })
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The underlying wasmtime engine.
+    pub fn wasmtime(&self) -> &wasmtime::Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
+        &self.inner.linker
+    }
+
+    /// Whether stores come from a preallocated pool (and queue for it).
+    pub fn pooled(&self) -> bool {
+        self.inner.admission.is_some()
+    }
+
+    /// Where compiled components are cached, if anywhere.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.inner.cache.as_ref().map(ArtifactCache::dir)
+    }
+
+    pub(crate) fn cache(&self) -> Option<&ArtifactCache> {
+        self.inner.cache.as_ref()
+    }
+
+    /// Waits for a pool slot for a store of `kind`, in `tenant`'s turn
+    /// (an agent context: each gets a fair share of the pool); `None` when
+    /// stores are allocated on demand. Cancelling `cancel` gives up the wait.
+    pub(crate) async fn admit(
+        &self,
+        kind: SlotKind,
+        tenant: Tenant,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Slot>, CallError> {
+        let Some(a) = &self.inner.admission else {
+            return Ok(None);
+        };
+        let share = match kind {
+            SlotKind::Tool => &a.tools,
+            SlotKind::Hook => &a.hooks,
+        };
+        let permit = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(CallError::cancelled("the call was cancelled while it waited for an instance slot")),
+            p = share.acquire(tenant) => p,
+        };
+        Ok(Some(Slot {
+            _permit: permit,
+            freed: a.freed.clone(),
+        }))
+    }
+
+    /// Waits until some store gives its slot back (or a short while, as a
+    /// backstop against a missed signal).
+    pub(crate) async fn slot_freed(&self) {
+        if let Some(a) = &self.inner.admission {
+            let _ = tokio::time::timeout(Duration::from_millis(10), a.freed.notified()).await;
+        }
+    }
+
+    /// Bounds on JSON going into a guest.
+    pub(crate) fn input_bounds(&self) -> JsonBounds {
+        JsonBounds {
+            max_bytes: self.inner.limits.input_bytes,
+            max_depth: self.inner.limits.json_depth,
+        }
+    }
+
+    /// Bounds on JSON coming out of a guest.
+    pub(crate) fn output_bounds(&self) -> JsonBounds {
+        JsonBounds {
+            max_bytes: self.inner.limits.output_bytes,
+            max_depth: self.inner.limits.json_depth,
+        }
+    }
+
+    /// Compiles component bytes after the checks that need no compiling:
+    /// the size cap, and that the bytes are not a precompiled artifact
+    /// (Airlock only runs code it compiled itself). CPU-heavy: call it
+    /// from a blocking thread.
+    pub fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+        if bytes.len() as u64 > self.inner.limits.component_bytes {
+            return Err(LoadError::TooLarge {
+                limit: self.inner.limits.component_bytes,
+            });
+        }
+        if wasmtime::Engine::detect_precompiled(bytes).is_some() {
+            return Err(LoadError::Precompiled);
+        }
+        // Compiling is untrusted work: it runs on a thread of its own, and
+        // a component that takes longer than the limit is refused (the
+        // thread is left to finish; the size cap bounds how long it can).
+        let timeout_ms = self.inner.limits.compile_timeout_ms;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let engine = self.inner.engine.clone();
+        let bytes = bytes.to_vec();
+        std::thread::Builder::new()
+            .name("airlock-compile".into())
+            .spawn(move || {
+                // Binary only: component text is never accepted from outside.
+                let _ = tx.send(Component::from_binary(&engine, &bytes));
+            })
+            .map_err(|e| LoadError::Compile(format!("cannot start the compiler thread: {e}")))?;
+        match rx.recv_timeout(Duration::from_millis(timeout_ms)) {
+            Ok(compiled) => compiled.map_err(|e| LoadError::Compile(format!("{e:#}"))),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                Err(LoadError::CompileTimeout(timeout_ms))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(LoadError::Compile("the compiler thread failed".into()))
+            }
+        }
+    }
+}
+
+/// A component ready to pre-instantiate, and what is known about it.
+pub(crate) struct Loaded {
+    pub(crate) component: Component,
+    pub(crate) imports: Vec<(String, Needs)>,
+    /// The component's key in the artifact cache, if there is a cache.
+    pub(crate) key: Option<String>,
+    /// Whether it came out of the cache (and so is stored there already).
+    pub(crate) cached: bool,
+}
+
+impl Engine {
+    /// The compiled component of `bytes`: out of the artifact cache when
+    /// it is there, else compiled on a blocking thread (and not yet
+    /// cached: the caller stores it once it has checked it). Either way its
+    /// imports are checked against the linker's allowlist. `key` is the
+    /// bytes' cache key when the caller already has it.
+    pub(crate) async fn load_component(
+        &self,
+        bytes: Arc<[u8]>,
+        key: Option<String>,
+    ) -> Result<Loaded, LoadError> {
+        let engine = self.clone();
+        let (component, key, cached) = tokio::task::spawn_blocking(move || {
+            let key = key.or_else(|| engine.cache().map(|c| c.key(&bytes)));
+            let hit = key
+                .as_deref()
+                .zip(engine.cache())
+                .and_then(|(key, cache)| cache.component(key, engine.wasmtime()));
+            match hit {
+                Some(component) => Ok((component, key, true)),
+                None => engine.compile(&bytes).map(|c| (c, key, false)),
+            }
+        })
+        .await
+        .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
+        let imports = linker::check_imports(&component, self.wasmtime())?;
+        Ok(Loaded {
+            component,
+            imports,
+            key,
+            cached,
+        })
+    }
+
+    /// Stores a freshly compiled component in the artifact cache, with the
+    /// tool's descriptor (`None` for a hook), on a blocking thread.
+    pub(crate) async fn cache_component(&self, loaded: &Loaded, descriptor: Option<&Descriptor>) {
+        let (Some(key), false) = (&loaded.key, loaded.cached) else {
+            return;
+        };
+        let engine = self.clone();
+        let (key, component, imports) = (
+            key.clone(),
+            loaded.component.clone(),
+            loaded.imports.clone(),
+        );
+        let descriptor = descriptor.cloned();
+        let stored = tokio::task::spawn_blocking(move || {
+            if let Some(cache) = engine.cache() {
+                cache.store(&key, &component, descriptor.as_ref(), &imports);
+            }
+        })
+        .await;
+        if let Err(e) = stored {
+            tracing::warn!("the artifact cache writer failed: {e}");
+        }
+    }
+}
+
+/// Bytes of each pooled linear memory kept resident between uses (only
+/// the pages a guest touched are).
+const KEEP_RESIDENT: usize = 1 << 20;
+/// Decommits queued before they are flushed together.
+const DECOMMIT_BATCH: usize = 16;
+
+/// Stores kept for hooks, on top of the `slots` for tools: an eighth, at
+/// least one and at most 64.
+fn hook_reserve(slots: u32) -> u32 {
+    (slots / 8).clamp(1, 64)
+}
+
+/// The pool for `slots` live stores. Instance slots are what admission
+/// counts; the other totals fit typical components (a Rust component has
+/// three core instances, one memory and two tables), and a store that finds
+/// one of them short waits for a slot to be freed. Per-component maxima
+/// match the limiter's, so a component within the limits fits; memories are
+/// capped by the limiter, not here, since a tool's grant may raise them.
+fn pool(limits: &Limits, slots: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(4).max(limits.instances))
+        .total_memories(slots.max(limits.memories))
+        .total_tables(slots.saturating_mul(2).max(limits.tables))
+        .total_stacks(slots)
+        .max_core_instances_per_component(limits.instances)
+        .max_memories_per_component(limits.memories)
+        .max_tables_per_component(limits.tables)
+        .table_elements(limits.table_elements as usize)
+        // A freed slot is reset by copying back only the pages the guest
+        // touched (found with PAGEMAP_SCAN where the kernel has it) rather
+        // than unmapped with madvise: no TLB shootdown across cores, and
+        // no page faults when the next call reuses the slot.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT / 16)
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        // What does get decommitted is done in batches.
+        .decommit_batch_size(DECOMMIT_BATCH);
+    pool
+}
+
+/// Advances the engine's epoch every `tick`, from a thread that holds only
+/// a weak reference, so it ends when the engine does.
+fn spawn_ticker(engine: &wasmtime::Engine, tick: Duration) -> std::io::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("airlock-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(tick);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .map(drop)
+}

@@ -1,0 +1,347 @@
+//! Running guest code: a fresh store per phase, admitted to the instance
+//! pool and instantiated ([`instantiate`]) or just created ([`new_store`]),
+//! armed with an epoch deadline and cancellation ([`arm`]), every guest
+//! call raced against the wall clock and cancellation ([`guard`]), and
+//! every failure classified from what the store saw ([`settle`]). Shared
+//! by tools and hooks.
+
+use super::budget::WriteBudget;
+use super::net::NetHooks;
+use super::pipe::CappedPipe;
+use super::state::{CallIo, CancelWatch, HostState, Limiter, Stop};
+use super::{Engine, Slot, SlotKind};
+use airlock_core::error::{CallError, ErrorClass};
+use airlock_core::grants::CallGrants;
+use airlock_core::sanitize::{self, Sink};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi_http::WasiHttpCtx;
+
+/// How much of a guest's stderr a crash report quotes.
+const STDERR_TAIL: usize = 2048;
+
+/// A guest export (or instantiation) called on a store.
+pub(crate) type GuestCall<'a, T> =
+    std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<T>> + Send + 'a>>;
+
+/// What a store is made from.
+pub(crate) struct StoreSpec<'a> {
+    pub(crate) kind: SlotKind,
+    pub(crate) name: Arc<str>,
+    pub(crate) io: CallIo,
+    pub(crate) grants: &'a CallGrants,
+    pub(crate) cwd: Option<&'a str>,
+}
+
+/// A fresh store admitted to the pool, with the component instantiated in
+/// it by `instantiate` from `pre` (under the grants' time limit). Waits for
+/// a slot when the pool is full, including when it is short of memories,
+/// tables or core instances rather than instance slots.
+pub(crate) async fn instantiate<P: Sync, I>(
+    engine: &Engine,
+    spec: StoreSpec<'_>,
+    pre: &P,
+    instantiate: impl for<'a> Fn(&'a P, &'a mut Store<HostState>) -> GuestCall<'a, I>,
+) -> Result<(Store<HostState>, I), CallError> {
+    let timeout = spec.grants.timeout;
+    loop {
+        let slot = engine
+            .admit(spec.kind, spec.io.tenant, &spec.io.cancel)
+            .await?;
+        let mut store = new_store(
+            engine,
+            slot,
+            spec.name.clone(),
+            spec.io.clone(),
+            spec.grants,
+            spec.cwd,
+        )?;
+        let deadline = arm(&mut store, timeout, None);
+        let outcome = guard(deadline, None, instantiate(pre, &mut store)).await;
+        if let Guarded::Done(Err(e)) = &outcome
+            && e.is::<wasmtime::PoolConcurrencyLimitError>()
+        {
+            drop(store);
+            tokio::select! {
+                () = spec.io.cancel.cancelled() => return Err(CallError::cancelled("the call was cancelled while it waited for an instance slot")),
+                () = engine.slot_freed() => continue,
+            }
+        }
+        let instance = settle(&store, outcome, timeout)?;
+        return Ok((store, instance));
+    }
+}
+
+/// A fresh store for one phase of a call: WASI built from `grants`
+/// (preopens, env, no stdio, capped output), the network hooks, the
+/// limiter and hostcall fuel. `name` labels the store's logs; `slot` is its
+/// claim on the pool.
+pub(crate) fn new_store(
+    engine: &Engine,
+    slot: Option<Slot>,
+    name: Arc<str>,
+    io: CallIo,
+    grants: &CallGrants,
+    cwd: Option<&str>,
+) -> Result<Store<HostState>, CallError> {
+    let limits = engine.limits();
+    let stdout = CappedPipe::new(limits.stdout_bytes);
+    let stderr = CappedPipe::new(limits.stderr_bytes);
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .max_random_size(limits.random_bytes)
+        // Filesystem calls run on this thread rather than one hop away on
+        // tokio's blocking pool, whose hand-offs made a directory walk nine
+        // times slower (`BudgetedFs` refuses to open what could block).
+        .allow_blocking_current_thread(true);
+    for m in &grants.mounts {
+        let perms = if m.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        wasi.preopened_dir(&m.mount.handle_path, &m.mount.guest, perms)
+            .map_err(|e| CallError::internal(format!("cannot open {}: {e}", m.mount.guest)))?;
+    }
+    for (name, value) in &grants.env {
+        wasi.env(name, value);
+    }
+    if let Some(cwd) = cwd {
+        wasi.initial_cwd(cwd);
+    }
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(limits.resource_handles);
+    let state = HostState {
+        wasi: wasi.build(),
+        table,
+        http: WasiHttpCtx::new(),
+        net: NetHooks::new(
+            grants.network.clone(),
+            Duration::from_millis(limits.http_timeout_ms),
+            name,
+        ),
+        limiter: Limiter::new(grants.memory_bytes, limits),
+        io,
+        stopped: None,
+        stdout,
+        stderr,
+        budget: WriteBudget::new(grants.write_bytes),
+        mounts: grants.mounts.clone(),
+        _slot: slot,
+        cancel_watch: None,
+    };
+    let mut store = Store::new(engine.wasmtime(), state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_hostcall_fuel(limits.hostcall_bytes);
+    Ok(store)
+}
+
+/// Arms the store's epoch callback: the guest yields to the runtime every
+/// tick, and is interrupted once `budget` has passed or, when `cancel` is
+/// given, once it is cancelled. Returns the deadline.
+///
+/// A cancellation also advances the engine's epoch at once (from the
+/// thread that cancels), so a guest spinning in wasm stops within
+/// microseconds rather than at the next tick; other running guests just
+/// yield once more.
+pub(crate) fn arm(
+    store: &mut Store<HostState>,
+    budget: Duration,
+    cancel: Option<CancellationToken>,
+) -> Instant {
+    let deadline = Instant::now() + budget;
+    let watch = cancel.as_ref().map(|c| CancelWatch::new(c, store.engine()));
+    store.data_mut().cancel_watch = watch;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |mut cx| {
+        if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            cx.data_mut().stopped = Some(Stop::Cancelled);
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        if Instant::now() >= deadline {
+            cx.data_mut().stopped = Some(Stop::Deadline);
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    deadline
+}
+
+/// How a guarded guest call ended.
+pub(crate) enum Guarded<T> {
+    Done(wasmtime::Result<T>),
+    TimedOut,
+    Cancelled,
+}
+
+/// Runs `fut` until it finishes, the deadline passes (a guest blocked in a
+/// host call does not see epochs, so the wall clock backs them up), or
+/// `cancel` fires. Dropping `fut` unwinds the guest; its store is not
+/// reused after that.
+pub(crate) async fn guard<T>(
+    deadline: Instant,
+    cancel: Option<&CancellationToken>,
+    fut: impl Future<Output = wasmtime::Result<T>>,
+) -> Guarded<T> {
+    // A little grace, so a guest spinning in wasm is stopped by its epoch
+    // deadline, which says more about why than a dropped future does.
+    let wall = tokio::time::Instant::from_std(deadline + Duration::from_millis(50));
+    let cancelled = async {
+        match cancel {
+            Some(c) => c.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        () = cancelled => Guarded::Cancelled,
+        r = tokio::time::timeout_at(wall, fut) => match r {
+            Ok(r) => Guarded::Done(r),
+            Err(_) => Guarded::TimedOut,
+        },
+    }
+}
+
+/// Turns a guarded call's end into a value or a classified [`CallError`],
+/// from what the store saw: why the epoch callback stopped it, whether an
+/// output pipe overflowed, which limit the limiter refused, the trap code.
+pub(crate) fn settle<T>(
+    store: &Store<HostState>,
+    outcome: Guarded<T>,
+    budget: Duration,
+) -> Result<T, CallError> {
+    let state = store.data();
+    let err = match outcome {
+        Guarded::Done(Ok(value)) => {
+            // A limit ends the call even when the guest ignored the error
+            // its write got and returned normally.
+            return match output_limit_hit(state) {
+                Some(e) => Err(e),
+                None if state.budget.exhausted() => Err(write_limit("the call was stopped")),
+                None => Ok(value),
+            };
+        }
+        Guarded::TimedOut => return Err(timeout(budget)),
+        Guarded::Cancelled => return Err(CallError::cancelled("the call was cancelled")),
+        Guarded::Done(Err(err)) => err,
+    };
+    match state.stopped {
+        Some(Stop::Deadline) => return Err(timeout(budget)),
+        Some(Stop::Cancelled) => return Err(CallError::cancelled("the call was cancelled")),
+        None => {}
+    }
+    if let Some(e) = output_limit_hit(state) {
+        return Err(e);
+    }
+    if state.limiter.memory_denied {
+        return Err(CallError::new(
+            ErrorClass::MemoryLimit,
+            "the tool needed more memory than its limit (limits.memory_mib); the call was stopped",
+        ));
+    }
+    let text = format!("{err:#}");
+    if state.limiter.table_denied || text.contains("resource limit exceeded") {
+        return Err(CallError::new(
+            ErrorClass::MemoryLimit,
+            "the tool created more tables, instances or table elements than allowed; the call was stopped",
+        ));
+    }
+    if state.budget.exhausted() {
+        return Err(write_limit("the call was stopped"));
+    }
+    if let Some(what) = resource_limit_hit(&err, &text) {
+        return Err(CallError::new(
+            ErrorClass::ResourceLimit,
+            format!("the tool {what}; the call was stopped"),
+        ));
+    }
+    let stderr = sanitize::clean_capped(
+        state.stderr.tail(STDERR_TAIL).trim(),
+        Sink::Model,
+        STDERR_TAIL,
+    );
+    let with_stderr = |m: String| {
+        if stderr.is_empty() {
+            m
+        } else {
+            format!("{m}; its stderr ends with:\n{stderr}")
+        }
+    };
+    Err(match err.downcast_ref::<Trap>() {
+        Some(Trap::StackOverflow) => CallError::new(
+            ErrorClass::StackOverflow,
+            "the tool overflowed its stack (limits.wasm_stack_kib); the call was stopped",
+        ),
+        Some(trap) => CallError::new(
+            ErrorClass::Trap,
+            with_stderr(format!("the tool crashed: {trap}")),
+        ),
+        None => CallError::new(
+            ErrorClass::Trap,
+            with_stderr(format!(
+                "the tool failed: {}",
+                sanitize::clean_capped(&format!("{err:#}"), Sink::Model, 1024)
+            )),
+        ),
+    })
+}
+
+/// The error of a call whose stdout or stderr overflowed, if one did.
+fn output_limit_hit(state: &HostState) -> Option<CallError> {
+    let which = [
+        (state.stdout.overflowed(), "stdout"),
+        (state.stderr.overflowed(), "stderr"),
+    ]
+    .into_iter()
+    .find_map(|(hit, which)| hit.then_some(which))?;
+    Some(CallError::new(
+        ErrorClass::OutputLimit,
+        format!(
+            "the tool wrote more to {which} than the limit allows (limits.{which}_bytes); the call was stopped"
+        ),
+    ))
+}
+
+/// The error of a call that spent its write budget.
+pub(crate) fn write_limit(what_happened: &str) -> CallError {
+    CallError::new(
+        ErrorClass::WriteLimit,
+        format!("the tool wrote more than its write budget (limits.write_mib); {what_happened}"),
+    )
+}
+
+/// Which WASI resource limit a failure hit, if any: the resource table
+/// (open handles), hostcall fuel (data passed to the host in one call), or
+/// the random-bytes cap.
+fn resource_limit_hit(err: &wasmtime::Error, text: &str) -> Option<&'static str> {
+    if err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        )
+    }) || text.contains("resource table has no free keys")
+    {
+        Some("held more open handles than allowed (limits.resource_handles)")
+    } else if text.contains("fuel allocated for hostcalls has been exhausted") {
+        Some("passed more data to the host in one call than allowed (limits.hostcall_bytes)")
+    } else if text.contains("requested len") && text.contains("exceeds limit") {
+        Some("asked for more random bytes at once than allowed (limits.random_bytes)")
+    } else {
+        None
+    }
+}
+
+fn timeout(budget: Duration) -> CallError {
+    CallError::new(
+        ErrorClass::Timeout,
+        format!(
+            "the call took longer than {} ms and was stopped",
+            budget.as_millis()
+        ),
+    )
+}

@@ -1,0 +1,1757 @@
+//! `airlock mcp`: every tool in view served over the Model Context
+//! Protocol with rmcp, on stdio or Streamable HTTP. This is the only
+//! module that knows rmcp's types: Airlock's descriptors, results, progress
+//! and permission questions are mapped here and nowhere else.
+//!
+//! Each MCP session (the stdio connection, or one HTTP session) has its own
+//! agent context and a session [`Executor`]: calls go through the same
+//! pipeline and scheduling rule as every other front end (concurrency-safe
+//! calls run together, an exclusive call runs alone), and each reply goes
+//! out as soon as its call is done. A `notifications/cancelled` cancels the
+//! call in the executor (epoch interruption stops a running component);
+//! rmcp sends no reply for it.
+//!
+//! Invariants:
+//! - every `tools/call` for a tool in view gets exactly one reply (unless
+//!   cancelled), carrying its own result: calls are routed by a per-session
+//!   id, never by order;
+//! - calls reach the session executor in the order the connection (the
+//!   stdio pipe, or the HTTP session) received them, although rmcp handles
+//!   each request in a task of its own: a call waits for its turn;
+//! - when the connection ends (stdin closes, the HTTP session is deleted or
+//!   expires), the calls in flight are cancelled at once;
+//! - a failure of the call (validation, permission, the tool's own error,
+//!   a limit) is a result with `isError`; a JSON-RPC error is only for an
+//!   unknown tool or a malformed request;
+//! - progress goes out only when the request carried a `progressToken`,
+//!   with a value that never decreases;
+//! - a tool's log lines go to the session that made the call as
+//!   `notifications/message` (logger: the tool's name), at or above the
+//!   level the session set (`info` until it sets one), each sent before
+//!   the call's result;
+//! - `resources/read` serves only the spilled results this session was
+//!   given as `resource_link`s, read back from the results directory
+//!   (never a path a client names); any other URI is -32002;
+//! - a permission question becomes an elicitation when the client supports
+//!   form elicitation, and otherwise goes to the host's own prompter (which
+//!   denies by default, saying how to allow the call);
+//! - when the tool directories change, later calls see the reloaded tools
+//!   and every session is sent `notifications/tools/list_changed`;
+//! - while `tool_search` is offered, deferred tools are listed only after
+//!   a search in the session found them (the session is then sent
+//!   `list_changed`); they can be called either way;
+//! - nothing but protocol messages is written to stdout;
+//! - over HTTP, only `/mcp` is served (other paths are 404), an unknown
+//!   session is 404 (`DELETE` too), a body that is not a JSON-RPC message
+//!   is a JSON-RPC error with status 400, and a failed `accept` (the file
+//!   descriptor limit) is retried with a back-off, never fatal;
+//! - a `tools/call` that asks to run as a task (MCP 2025-11-25) is answered
+//!   at once with the task and runs like any other call, in its turn; the
+//!   session's tasks are seen, awaited and cancelled only by that session
+//!   (`mcp::tasks`).
+
+#![deny(missing_docs)]
+
+use airlock_host::Airlock;
+use airlock_host::context::ToolContext;
+use airlock_host::descriptor::Descriptor;
+use airlock_host::error::LoadError;
+use airlock_host::executor::{Executor, ExecutorEvent, ExecutorHandle};
+use airlock_host::pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use airlock_host::registry::{Entry, Registry, SourceStamp};
+use airlock_host::sanitize::{self, Sink};
+use airlock_host::tool::{ContentBlock, ProgressEvent};
+use airlock_host::{ToolResult, ToolUse};
+use async_trait::async_trait;
+use rmcp::model::{
+    BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
+    ClientRequest, ContentBlock as McpContent, CustomRequest, CustomResult, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage,
+    JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig, ServerJsonRpcMessage, Tool,
+};
+use rmcp::service::{
+    ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage,
+};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
+};
+use rmcp::transport::streamable_http_server::session::{
+    ServerSseMessage, SessionId, SessionManager,
+};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::{Transport, WorkerTransport};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+mod sse;
+mod tasks;
+
+/// Tools per `tools/list` page, and resources per `resources/list` page.
+const PAGE: usize = 100;
+
+/// The MIME type of a spilled result (UTF-8 text).
+const SPILLED_MIME: &str = "text/plain";
+
+/// How often the tool directories are checked for changes.
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How long a permission question waits for the user.
+const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a call waits for code the client just approved to be loaded.
+const APPROVAL_WAIT: Duration = Duration::from_secs(5);
+
+/// The path Streamable HTTP is served at.
+const MCP_PATH: &str = "/mcp";
+
+/// The first wait after a failed `accept`, doubled while it keeps failing.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The longest wait after a failed `accept`.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The host as the MCP sessions share it: the tools (replaced when the
+/// tool directories change) and the policy.
+///
+/// ```no_run
+/// # async fn example() -> anyhow::Result<()> {
+/// use airlock_mcp::McpHost;
+/// use airlock_host::{Airlock, Config};
+///
+/// let config = Config { workspace: Some("/path/to/project".into()), ..Config::default() };
+/// let host = McpHost::new(Airlock::new(config).await?);
+/// // Either one client on stdin/stdout…
+/// host.serve_stdio().await?;
+/// // …or many over Streamable HTTP at http://127.0.0.1:8123/mcp.
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8123").await?;
+/// host.serve_http(listener, &airlock_mcp::HttpOptions::default()).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct McpHost {
+    tools: watch::Receiver<Airlock>,
+}
+
+impl McpHost {
+    /// A host serving `airlock`'s tools, reloading them when a component
+    /// file in its tool directories is added, changed or removed, and
+    /// listing them anew once the tools [`Airlock::open`] listed before
+    /// compiling them are compiled, if one described itself otherwise or
+    /// failed ([`Airlock::settled`]). The
+    /// airlock's prompter answers permission questions for clients that
+    /// cannot be asked (elicitation).
+    pub fn new(airlock: Airlock) -> McpHost {
+        let config = airlock.config().clone();
+        let dirs = config.effective_tool_dirs();
+        let mut stamp = SourceStamp::of(&config);
+        let (tx, rx) = watch::channel(airlock.clone());
+        tokio::spawn(async move {
+            // Tools listed before they were compiled (`Airlock::open`): one
+            // that describes itself otherwise, or fails, is listed anew.
+            let settled = airlock.settled().await;
+            drop(airlock);
+            if let Some(settled) = settled {
+                tracing::info!("a tool changed or failed once compiled: tools listed again");
+                if tx.send(settled).is_err() {
+                    return;
+                }
+            }
+            if !dirs.is_empty() {
+                loop {
+                    tokio::time::sleep(WATCH_INTERVAL).await;
+                    let now = SourceStamp::of(&config);
+                    if now == stamp {
+                        continue;
+                    }
+                    stamp = now;
+                    let current = tx.borrow().clone();
+                    match current.reload().await {
+                        Ok(reloaded) => {
+                            tracing::info!("the tool directories changed: tools reloaded");
+                            if tx.send(reloaded).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => tracing::error!("reloading the tools failed: {e:#}"),
+                    }
+                }
+            }
+        });
+        McpHost { tools: rx }
+    }
+
+    /// A new session (one per stdio connection or HTTP session).
+    pub fn session(&self) -> McpServer {
+        McpServer::new(self.clone())
+    }
+
+    /// Serves one session on stdin/stdout until stdin closes; the calls
+    /// still in flight then are cancelled.
+    pub async fn serve_stdio(&self) -> anyhow::Result<()> {
+        let (read, write) = rmcp::transport::stdio_pipes();
+        let transport = Ordered::new(tasks::Stdio::new(read, write));
+        let running = self.session().serve(transport).await?;
+        running.waiting().await?;
+        Ok(())
+    }
+
+    /// Serves Streamable HTTP on `listener` at `/mcp`, a session (and an
+    /// agent context) per client; requests whose `Origin` is not this
+    /// server are refused (403). Returns only on an error that is not a
+    /// failed `accept`: those are logged and retried.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        options: &HttpOptions,
+    ) -> anyhow::Result<()> {
+        let port = listener.local_addr()?.port();
+        let config = StreamableHttpServerConfig::default().with_allowed_origins([
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+        ]);
+        let max_body = config.max_request_body_bytes;
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = options.session_idle;
+        let sessions = Arc::new(OrderedSessions {
+            inner: Arc::new(local),
+            live: Arc::default(),
+        });
+        let host = self.clone();
+        let service =
+            StreamableHttpService::new(move || Ok(host.session()), sessions.clone(), config);
+        let front = Arc::new(HttpFront {
+            service,
+            sessions,
+            max_body,
+            max_sessions: options.max_sessions.max(1),
+        });
+        let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
+        let mut backoff = ACCEPT_BACKOFF_MIN;
+        loop {
+            // Over the cap, a connection waits in the listen backlog.
+            let permit = connections.clone().acquire_owned().await?;
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    stream
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "accepting an MCP connection failed ({e}); retrying in {} ms",
+                        backoff.as_millis()
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    continue;
+                }
+            };
+            // Each reply is written as a few small segments: without this,
+            // every one after the first waits for the client's delayed ACK.
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY on an MCP connection: {e}");
+            }
+            let front = front.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let front = front.clone();
+                    async move { Ok::<_, std::convert::Infallible>(front.handle(request).await) }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await
+                {
+                    tracing::debug!("an MCP connection ended: {e}");
+                }
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// The limits of [`McpHost::serve_http`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Connections served at once; more wait to be accepted until one
+    /// closes.
+    pub max_connections: usize,
+    /// How long a session may go without a request before it ends
+    /// (`None`: never).
+    pub session_idle: Option<Duration>,
+    /// Sessions open at once; a client that would open one more gets a
+    /// 503 with a JSON-RPC error saying so (each session holds an agent
+    /// context and an executor).
+    pub max_sessions: usize,
+}
+
+impl Default for HttpOptions {
+    /// 1024 connections, 1024 sessions; sessions end after 5 minutes idle.
+    fn default() -> HttpOptions {
+        HttpOptions {
+            max_connections: 1024,
+            session_idle: Some(Duration::from_secs(300)),
+            max_sessions: 1024,
+        }
+    }
+}
+
+type HttpBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+
+/// What stands between a connection and rmcp's Streamable HTTP service:
+/// the path, an unknown session's `DELETE`, and a body that is no JSON-RPC
+/// message get the answers the protocol asks for, and a request's reply is
+/// one JSON object when it can be ([`sse::reply`]).
+struct HttpFront {
+    service: StreamableHttpService<McpServer, OrderedSessions>,
+    sessions: Arc<OrderedSessions>,
+    max_body: usize,
+    max_sessions: usize,
+}
+
+impl HttpFront {
+    async fn handle(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<HttpBody> {
+        if request.uri().path() != MCP_PATH {
+            return plain(
+                http::StatusCode::NOT_FOUND,
+                "Not Found: the MCP endpoint is /mcp",
+            );
+        }
+        match *request.method() {
+            http::Method::POST => self.post(request).await,
+            http::Method::DELETE => self.delete(request).await,
+            _ => self.service.handle(request).await,
+        }
+    }
+
+    /// rmcp answers 202 to a `DELETE` of any session: once rmcp's own
+    /// checks (such as the `Origin`) passed, a known one is 204 (what MCP
+    /// clients expect) and an unknown one 404.
+    async fn delete(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<HttpBody> {
+        let id = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(|id| SessionId::from(id.to_owned()));
+        let known = match &id {
+            Some(id) => self.sessions.inner.has_session(id).await.unwrap_or(false),
+            None => true,
+        };
+        let mut response = self.service.handle(request).await;
+        if response.status() == http::StatusCode::ACCEPTED {
+            if !known {
+                return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
+            }
+            *response.status_mut() = http::StatusCode::NO_CONTENT;
+        }
+        response
+    }
+
+    /// rmcp answers 415 to a JSON body it cannot read as a message: that is
+    /// a JSON-RPC parse error (-32700) or invalid request (-32600), status
+    /// 400.
+    async fn post(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> http::Response<HttpBody> {
+        use http_body_util::BodyExt;
+        let (mut parts, body) = request.into_parts();
+        let json = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+                essence.trim().eq_ignore_ascii_case("application/json")
+            });
+        let bytes = match http_body_util::Limited::new(body, self.max_body)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return plain(
+                    http::StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "Payload Too Large: the body exceeds {} bytes",
+                        self.max_body
+                    ),
+                );
+            }
+            Err(e) => {
+                return plain(
+                    http::StatusCode::BAD_REQUEST,
+                    &format!("Bad Request: the body could not be read: {e}"),
+                );
+            }
+        };
+        // rmcp's types drop a call's `task`: it goes along in the request's
+        // extensions, which rmcp hands on with the message.
+        if let Some(task) = tasks::requested(&bytes) {
+            parts.extensions.insert(task);
+        }
+        // A request without a session may open one: it takes a place
+        // under the cap first, given back unless a session was opened
+        // (then it is given back when the session ends).
+        let opens = !parts.headers.contains_key("mcp-session-id");
+        if opens
+            && self
+                .sessions
+                .live
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < self.max_sessions).then_some(n + 1)
+                })
+                .is_err()
+        {
+            return too_many_sessions(&bytes, self.max_sessions);
+        }
+        let request = http::Request::from_parts(parts, http_body_util::Full::new(bytes.clone()));
+        let response = self.service.handle(request).await;
+        if opens && !response.headers().contains_key("mcp-session-id") {
+            self.sessions.live.fetch_sub(1, Ordering::SeqCst);
+        }
+        if json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            return unreadable_message(&bytes);
+        }
+        let streams = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        match sse::request_id(&bytes) {
+            Some(id) if streams && response.status() == http::StatusCode::OK => {
+                sse::reply(response, id).await
+            }
+            _ => response,
+        }
+    }
+}
+
+/// A plain-text response.
+fn plain(status: http::StatusCode, text: &str) -> http::Response<HttpBody> {
+    use http_body_util::BodyExt;
+    let mut response =
+        http::Response::new(http_body_util::Full::new(bytes::Bytes::from(text.to_owned())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// The JSON-RPC error (status 503) for a request that would open a session
+/// over the cap.
+fn too_many_sessions(body: &[u8], max: usize) -> http::Response<HttpBody> {
+    let id = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .filter(|id| id.is_string() || id.is_number())
+        .unwrap_or_default();
+    let mut response = json_error(
+        id,
+        -32000,
+        &format!(
+            "this server has {max} MCP sessions open, its limit (`airlock mcp --max-sessions`): \
+             end one (DELETE /mcp), or retry when an idle one has expired"
+        ),
+    );
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("5"),
+    );
+    response
+}
+
+/// A JSON-RPC error response (status 400 until the caller changes it).
+fn json_error(id: serde_json::Value, code: i32, message: &str) -> http::Response<HttpBody> {
+    use http_body_util::BodyExt;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message},
+    });
+    let mut response = http::Response::new(
+        http_body_util::Full::new(bytes::Bytes::from(body.to_string())).boxed(),
+    );
+    *response.status_mut() = http::StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The JSON-RPC error (status 400) for a body that is not JSON (-32700) or
+/// JSON that is not a message this server reads (-32600).
+fn unreadable_message(body: &[u8]) -> http::Response<HttpBody> {
+    let (code, message, id) = match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(e) => (
+            ErrorCode::PARSE_ERROR,
+            format!("Parse error: the body is not JSON ({e})"),
+            serde_json::Value::Null,
+        ),
+        Ok(value) => (
+            ErrorCode::INVALID_REQUEST,
+            "Invalid Request: the body is not a JSON-RPC message this server reads".to_owned(),
+            value
+                .get("id")
+                .filter(|id| id.is_string() || id.is_number())
+                .cloned()
+                .unwrap_or_default(),
+        ),
+    };
+    json_error(id, code.0, &message)
+}
+
+/// rmcp's in-memory sessions, each one's transport [`Ordered`]. A session
+/// that ended (idle too long) is forgotten as soon as it ends, so a request
+/// for it is 404 at once instead of waiting for rmcp's own shutdown of the
+/// session (up to 5 s).
+struct OrderedSessions {
+    inner: Arc<LocalSessionManager>,
+    /// Sessions open, and places taken by requests that may open one.
+    live: Arc<AtomicUsize>,
+}
+
+impl SessionManager for OrderedSessions {
+    type Error = LocalSessionManagerError;
+    type Transport = Ordered<WorkerTransport<LocalSessionWorker>>;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let (id, transport) = self.inner.create_session().await?;
+        let transport = Ordered::new(transport);
+        let (sessions, ended, forget) = (self.inner.clone(), transport.closed.clone(), id.clone());
+        let live = self.live.clone();
+        tokio::spawn(async move {
+            ended.cancelled().await;
+            live.fetch_sub(1, Ordering::SeqCst);
+            if let Err(e) = sessions.close_session(&forget).await {
+                tracing::debug!("forgetting an ended MCP session failed: {e}");
+            }
+        });
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.inner.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.inner.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.inner.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>
+    {
+        self.inner.create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.inner.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>
+    {
+        self.inner.create_standalone_stream(id).await
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error>
+    {
+        self.inner.resume(id, last_event_id).await
+    }
+}
+
+/// A connection's transport that gives each `tools/call` request, as it
+/// is received, its turn (and the connection's end, [`Received`]): rmcp
+/// handles each request in a task of its own, and those tasks start in no
+/// particular order, so the turn is what keeps calls in the client's order.
+/// When the peer closes the connection, the end is signalled. It is also
+/// where MCP tasks meet rmcp: calls run as tasks and `tasks/*` requests are
+/// turned into custom requests (`tasks::divert`), and replies get what
+/// rmcp's types lack (`tasks::shape`).
+struct Ordered<T> {
+    inner: T,
+    turns: Arc<watch::Sender<Turns>>,
+    next: u64,
+    closed: CancellationToken,
+}
+
+impl<T> Ordered<T> {
+    fn new(inner: T) -> Ordered<T> {
+        Ordered {
+            inner,
+            turns: Arc::new(watch::Sender::new(Turns::default())),
+            next: 0,
+            closed: CancellationToken::new(),
+        }
+    }
+}
+
+impl<T> Drop for Ordered<T> {
+    /// However the connection's service ended, its end is signalled (a
+    /// session's place under the cap is given back on it).
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        mut item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        tasks::shape(&mut item);
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let mut message = self.inner.receive().await;
+        match &mut message {
+            Some(JsonRpcMessage::Request(JsonRpcRequest { request, .. })) => {
+                if let ClientRequest::CallToolRequest(call) = request {
+                    let turn = Turn(Arc::new(TurnInner {
+                        number: self.next,
+                        turns: self.turns.clone(),
+                        taken: AtomicBool::new(false),
+                    }));
+                    self.next += 1;
+                    call.extensions_mut().insert(Received {
+                        turn,
+                        closed: self.closed.clone(),
+                    });
+                }
+                tasks::divert(request);
+            }
+            Some(_) => {}
+            None => self.closed.cancel(),
+        }
+        message
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// What a `tools/call` request carries from [`Ordered`] to the handler.
+#[derive(Clone)]
+struct Received {
+    turn: Turn,
+    /// Cancelled when the connection ends.
+    closed: CancellationToken,
+}
+
+/// Which turn comes next on a connection; turns given up before their time
+/// (a request that never reached the executor) are skipped when it comes.
+#[derive(Default)]
+struct Turns {
+    next: u64,
+    given_up: BTreeSet<u64>,
+}
+
+impl Turns {
+    fn done(&mut self, number: u64) {
+        if number != self.next {
+            self.given_up.insert(number);
+            return;
+        }
+        self.next += 1;
+        while self.given_up.remove(&self.next) {
+            self.next += 1;
+        }
+    }
+}
+
+/// One request's turn: [`Turn::wait`] returns once every earlier request
+/// took or gave up its own; taking it ([`Turn::take`], or dropping the
+/// last clone) lets the next one go.
+#[derive(Clone)]
+struct Turn(Arc<TurnInner>);
+
+struct TurnInner {
+    number: u64,
+    turns: Arc<watch::Sender<Turns>>,
+    taken: AtomicBool,
+}
+
+impl Turn {
+    async fn wait(&self) {
+        let number = self.0.number;
+        let mut turns = self.0.turns.subscribe();
+        // The sender lives as long as this turn: the wait cannot fail.
+        let _ = turns.wait_for(|t| t.next == number).await;
+    }
+
+    fn take(&self) {
+        self.0.take();
+    }
+}
+
+impl TurnInner {
+    fn take(&self) {
+        if !self.taken.swap(true, Ordering::AcqRel) {
+            self.turns.send_modify(|t| t.done(self.number));
+        }
+    }
+}
+
+impl Drop for TurnInner {
+    fn drop(&mut self) {
+        self.take();
+    }
+}
+
+/// One MCP session: an rmcp server handler over its own agent context.
+#[derive(Clone)]
+pub struct McpServer {
+    session: Arc<Session>,
+}
+
+struct Session {
+    host: McpHost,
+    prompter: Arc<McpPrompter>,
+    tools: RwLock<Arc<Registry>>,
+    executor: ExecutorHandle,
+    /// The start of this session's tool-use ids, unique to it (a spilled
+    /// result is saved under its call's id, and a workspace outlives
+    /// sessions and servers).
+    id_prefix: String,
+    next_id: AtomicU64,
+    /// Deferred tools that `tool_search` found in this session: listed
+    /// from then on.
+    found: Mutex<HashSet<String>>,
+    /// Changed code (digests) this session was already asked to approve.
+    offered: Mutex<HashSet<String>>,
+    /// The least severe log line sent to this session (a rank of
+    /// [`logging`]), shared with the router.
+    log_level: AtomicU8,
+    /// The spilled results this session was given as resource links.
+    given: Mutex<Given>,
+    /// The calls this session asked to run as tasks.
+    tasks: tasks::Tasks,
+}
+
+/// The resources a session was given: the links in the order given, and
+/// each one's file by URI.
+#[derive(Default)]
+struct Given {
+    links: Vec<Resource>,
+    paths: HashMap<String, String>,
+}
+
+/// A call's progress notifications: its token and what was sent.
+struct Progress {
+    token: ProgressToken,
+    last: f64,
+    count: f64,
+}
+
+impl McpServer {
+    fn new(host: McpHost) -> McpServer {
+        let base = host.tools.borrow().clone();
+        let prompter = Arc::new(McpPrompter {
+            peer: OnceLock::new(),
+            fallback: base.clone(),
+        });
+        let airlock = base.with_prompter(prompter.clone());
+        let cx: ToolContext = airlock.context();
+        let tools = cx.tools().clone();
+        // Each call is submitted, and reads its own progress, log lines and
+        // result: the executor's own events (queued, started, finished)
+        // are not read.
+        let handle = Executor::session(airlock, cx).handle();
+        McpServer {
+            session: Arc::new(Session {
+                host,
+                prompter,
+                tools: RwLock::new(tools),
+                executor: handle,
+                id_prefix: unique_prefix(),
+                next_id: AtomicU64::new(1),
+                found: Mutex::default(),
+                offered: Mutex::default(),
+                log_level: AtomicU8::new(logging::DEFAULT),
+                given: Mutex::default(),
+                tasks: tasks::Tasks::default(),
+            }),
+        }
+    }
+
+    fn tools(&self) -> Arc<Registry> {
+        self.session
+            .tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// When the component of `tool` changed under the server and its new
+    /// code is not approved (the code approved before still runs), asks the
+    /// client once per change whether to approve it, showing what changed;
+    /// approved, the new code is recorded and served from this call on.
+    async fn offer_changed_code(&self, tool: &str) {
+        // On every call: nothing is allocated or read unless some change
+        // is held.
+        let (name, change, file) = {
+            let airlock = self.session.host.tools.borrow();
+            let mut held = airlock
+                .registry()
+                .failures()
+                .iter()
+                .filter_map(|f| match &f.error {
+                    LoadError::Unapproved { name, was, now } => Some((name, was, now)),
+                    _ => None,
+                })
+                .peekable();
+            if held.peek().is_none() {
+                return;
+            }
+            let tools = self.tools();
+            let Some(entry) = tools.get(tool) else {
+                return;
+            };
+            let Some((name, was, now)) =
+                held.find(|(name, _, _)| **name == entry.descriptor().name)
+            else {
+                return;
+            };
+            (
+                name.clone(),
+                Some((was.clone(), now.clone())),
+                airlock.config().effective_approvals_file(),
+            )
+        };
+        let (Some((was, now)), Some(file)) = (change, file) else {
+            return;
+        };
+        if !lock(&self.session.offered).insert(now.clone()) {
+            return;
+        }
+        let Some(peer) = self.session.prompter.peer.get().filter(|p| {
+            p.supported_elicitation_modes()
+                .contains(&ElicitationMode::Form)
+        }) else {
+            return;
+        };
+        let schema = ElicitationSchema::builder()
+            .required_bool_property("approve", |b: BooleanSchema| {
+                b.title("Approve the new code and run it from now on")
+                    .with_default(false)
+            })
+            .build_unchecked();
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!(
+                "airlock: the component of {name} changed since it was approved (BLAKE3 {was} \
+                 -> {now}). The code approved before runs until the new code is approved \
+                 (here, or with `airlock approve {name}`)."
+            ),
+            requested_schema: schema,
+        };
+        let approved = match peer
+            .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
+            .await
+        {
+            Ok(r) if r.action == ElicitationAction::Accept => {
+                r.content
+                    .and_then(|c| c.get("approve").and_then(|v| v.as_bool()))
+                    == Some(true)
+            }
+            _ => false,
+        };
+        if !approved {
+            return;
+        }
+        let recorded = tokio::task::spawn_blocking({
+            let (name, now) = (name.clone(), now.clone());
+            move || airlock_host::approvals::Approvals::record(&file, &name, &now)
+        })
+        .await;
+        if !matches!(recorded, Ok(Ok(()))) {
+            tracing::warn!(tool = %name, "the approval could not be recorded: {recorded:?}");
+            return;
+        }
+        // The watcher sees the approvals file change and reloads; this
+        // call waits for the new code, briefly.
+        let deadline = tokio::time::Instant::now() + APPROVAL_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if self.tools().get(&name).and_then(|e| e.tool.digest()) == Some(now.as_str()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::warn!(tool = %name, "the approved code was not loaded in time; this call runs the code approved before");
+    }
+}
+
+impl Session {
+    /// The link to a spilled result's file, recorded as given to this
+    /// session (so `resources/read` serves it).
+    fn give(&self, path: &str) -> Resource {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let mut link = Resource::new(file_uri(path), name);
+        link.description =
+            Some("The whole result of this call, saved because it was too large to return".into());
+        link.mime_type = Some(SPILLED_MIME.into());
+        let mut given = lock(&self.given);
+        if given
+            .paths
+            .insert(link.uri.clone(), path.to_owned())
+            .is_none()
+        {
+            given.links.push(link.clone());
+        }
+        link
+    }
+
+    /// Later calls see `airlock`'s tools.
+    fn refresh(&self, airlock: Airlock) {
+        let airlock = airlock.with_prompter(self.prompter.clone());
+        *self.tools.write().unwrap_or_else(|e| e.into_inner()) = airlock.context().tools().clone();
+        self.executor.refresh(airlock);
+    }
+
+    /// Records the deferred tools a `tool_search` result found; whether
+    /// any is new (the listing changed).
+    fn found_tools(&self, result: &ToolResult) -> bool {
+        let Ok(output) = &result.outcome else {
+            return false;
+        };
+        let mut found = lock(&self.found);
+        let mut new = false;
+        for block in &output.content {
+            if let ContentBlock::ToolReference { name, .. } = block {
+                new |= found.insert(name.clone());
+            }
+        }
+        new
+    }
+}
+
+/// What `tools/list` shows: every tool, except that a deferred tool is left
+/// out until a search finds it (`tool_search`'s prompt names it; without
+/// the search in view, the registry defers nothing).
+fn listed<'r>(tools: &'r Registry, found: &HashSet<String>) -> Vec<&'r Arc<Entry>> {
+    tools
+        .entries()
+        .into_iter()
+        .filter(|e| {
+            let d = e.descriptor();
+            !d.defer_loading || found.contains(&d.name)
+        })
+        .collect()
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.executor.close();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Progress {
+    /// The notification for `event`: the fraction done (of 1) when the
+    /// tool says it, else a count of updates; none when the value would go
+    /// backwards.
+    fn next(&mut self, event: &ProgressEvent) -> Option<ProgressNotificationParam> {
+        self.count += 1.0;
+        let (value, total) = match event.fraction {
+            Some(f) => (f64::from(f.clamp(0.0, 1.0)), Some(1.0)),
+            None => (self.last.max(self.count), None),
+        };
+        if value < self.last || (value == self.last && self.count > 1.0) {
+            return None;
+        }
+        self.last = value;
+        let mut param = ProgressNotificationParam::new(self.token.clone(), value)
+            .with_message(event.message.clone());
+        if let Some(total) = total {
+            param = param.with_total(total);
+        }
+        Some(param)
+    }
+}
+
+/// Asks the MCP client's user through form elicitation when the client
+/// supports it; otherwise the host's own prompter answers.
+struct McpPrompter {
+    peer: OnceLock<Peer<RoleServer>>,
+    fallback: Airlock,
+}
+
+#[async_trait]
+impl PermissionPrompter for McpPrompter {
+    async fn ask(&self, request: &PermissionRequest) -> PermissionAnswer {
+        let Some(peer) = self.peer.get().filter(|p| {
+            p.supported_elicitation_modes()
+                .contains(&ElicitationMode::Form)
+        }) else {
+            return self.fallback.prompter().ask(request).await;
+        };
+        let schema = ElicitationSchema::builder()
+            .required_bool_property("allow", |b: BooleanSchema| {
+                b.title("Allow this call").with_default(false)
+            })
+            .bool_property("always", |b: BooleanSchema| {
+                b.title("Allow every later call of this tool in this session")
+                    .with_default(false)
+            })
+            .build_unchecked();
+        let message = format!(
+            "airlock: {} wants to run ({}).\nInput: {}",
+            request.tool_name,
+            sanitize::clean_capped(&request.reason, Sink::Line, 300),
+            sanitize::clean_capped(&request.input.to_string(), Sink::Line, 500),
+        );
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        let answer = peer
+            .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
+            .await;
+        match answer {
+            Ok(r) if r.action == ElicitationAction::Accept => {
+                let content = r.content.unwrap_or_default();
+                let yes = |k: &str| content.get(k).and_then(|v| v.as_bool()) == Some(true);
+                match (yes("allow"), yes("always")) {
+                    (true, true) => PermissionAnswer::AllowAlways,
+                    (true, false) => PermissionAnswer::Allow,
+                    _ => PermissionAnswer::Deny(Some(format!(
+                        "the user did not allow this call. {}",
+                        how_to_allow(&request.tool_name)
+                    ))),
+                }
+            }
+            Ok(_) => PermissionAnswer::Deny(Some(format!(
+                "the user declined this call. {}",
+                how_to_allow(&request.tool_name)
+            ))),
+            Err(e) => PermissionAnswer::Deny(Some(format!(
+                "asking the user failed ({e}). {}",
+                how_to_allow(&request.tool_name)
+            ))),
+        }
+    }
+}
+
+/// How to let calls of `tool` run without a question.
+fn how_to_allow(tool: &str) -> String {
+    format!(
+        "To run {tool} without asking, allow it with a rule (permissions.allow = [\"{tool}\"]), \
+         another permission mode (--mode), or --yes."
+    )
+}
+
+/// The page of a list of `len` tools (or resources) that `cursor` asks
+/// for: its start, its end and the next page's cursor. A cursor is the
+/// index of the page's first item (the registry's order is stable, and a
+/// session's resources are only ever added at the end); any other is an
+/// error.
+fn page(len: usize, cursor: Option<&str>) -> Result<(usize, usize, Option<String>), ErrorData> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|&i| i <= len)
+            .ok_or_else(|| {
+                ErrorData::invalid_params("the cursor is not one this server gave", None)
+            })?,
+    };
+    let end = start.saturating_add(PAGE).min(len);
+    Ok((start, end, (end < len).then(|| end.to_string())))
+}
+
+/// A descriptor as an MCP tool, in the shape `adapters::mcp` defines.
+fn mcp_tool(d: &Descriptor) -> Result<Tool, ErrorData> {
+    serde_json::from_value(airlock_host::adapters::mcp::tool_definition(d)).map_err(|e| {
+        ErrorData::internal_error(format!("the tool {} cannot be listed: {e}", d.name), None)
+    })
+}
+
+/// A result as MCP content: `isError` for every failure of the call; the
+/// structured output also as text, and as `structuredContent` only for a
+/// tool that lists an output schema; the link to the spilled result's file,
+/// if any, after the output; the hooks' additional context after it.
+fn mcp_result(
+    result: ToolResult,
+    lists_output_schema: bool,
+    spilled: Option<Resource>,
+) -> CallToolResult {
+    let mut r = match result.outcome {
+        Ok(output) => {
+            let mut content: Vec<McpContent> = output
+                .content
+                .iter()
+                .map(|block| match block {
+                    ContentBlock::Text(text) => McpContent::text(text.clone()),
+                    ContentBlock::Json(json) => McpContent::text(json.to_string()),
+                    ContentBlock::Image { mime_type, data } => {
+                        use base64::Engine as _;
+                        McpContent::image(
+                            base64::engine::general_purpose::STANDARD.encode(data),
+                            mime_type.clone(),
+                        )
+                    }
+                    ContentBlock::ResourceLink {
+                        uri,
+                        name,
+                        description,
+                        mime_type,
+                    } => {
+                        let mut link = Resource::new(uri.clone(), name.clone());
+                        link.description = description.clone();
+                        link.mime_type = mime_type.clone();
+                        McpContent::resource_link(link)
+                    }
+                    ContentBlock::ToolReference { definition, .. } => {
+                        McpContent::text(definition.to_string())
+                    }
+                })
+                .collect();
+            // A client that reads only the text still gets a result with no
+            // content of its own (MCP's compatibility advice); one with
+            // content already says it, and the JSON would say it twice.
+            if let Some(structured) = &output.structured
+                && content.is_empty()
+            {
+                content.push(McpContent::text(structured.to_string()));
+            }
+            content.extend(spilled.map(McpContent::resource_link));
+            let mut r = CallToolResult::success(content);
+            r.structured_content = output.structured.filter(|_| lists_output_schema);
+            r
+        }
+        Err(error) => CallToolResult::error(vec![McpContent::text(error.message)]),
+    };
+    r.content
+        .extend(result.additional_context.into_iter().map(McpContent::text));
+    r
+}
+
+impl ServerHandler for McpServer {
+    #[expect(
+        deprecated,
+        reason = "logging is deprecated from protocol 2026-07-28, which this server does not offer"
+    )]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_resources()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Airlock runs each tool in a WebAssembly sandbox, confined to the workspace and \
+             the capabilities it was granted. Calls that need permission are asked about \
+             through elicitation when the client supports it.",
+        )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        // 2026-07-28 forbids server-to-client requests (elicitation) and
+        // sends list_changed only on a subscription stream.
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer;
+        let _ = self.session.prompter.peer.set(peer.clone());
+        let session: Weak<Session> = Arc::downgrade(&self.session);
+        let mut tools = self.session.host.tools.clone();
+        // Tools replaced since this session began (the bundled tools
+        // compiled, a reload) are taken up now; later ones are sent.
+        let now = tools.borrow_and_update().clone();
+        if !std::ptr::eq(now.registry(), self.session.prompter.fallback.registry()) {
+            self.session.refresh(now);
+        }
+        tokio::spawn(async move {
+            while tools.changed().await.is_ok() {
+                let Some(session) = session.upgrade() else {
+                    return;
+                };
+                session.refresh(tools.borrow_and_update().clone());
+                drop(session);
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.tools();
+        let entries = listed(&tools, &lock(&self.session.found));
+        let cursor = request.and_then(|r| r.cursor);
+        let (start, end, next) = page(entries.len(), cursor.as_deref())?;
+        let listed = entries[start..end]
+            .iter()
+            .map(|e| mcp_tool(e.descriptor()))
+            .collect::<Result<_, _>>()?;
+        let mut result = ListToolsResult::with_all_items(listed);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "logging is deprecated from protocol 2026-07-28, which this server does not offer"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session
+            .log_level
+            .store(logging::rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let given = lock(&self.session.given);
+        let cursor = request.and_then(|r| r.cursor);
+        let (start, end, next) = page(given.links.len(), cursor.as_deref())?;
+        let mut result = ListResourcesResult::with_all_items(given.links[start..end].to_vec());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let path = lock(&self.session.given).paths.get(&uri).cloned();
+        let shown = || sanitize::clean_capped(&uri, Sink::Line, 300);
+        let Some(path) = path else {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "there is no resource {:?} in this session: only the results this session \
+                     was given as resource links can be read",
+                    shown()
+                ),
+                Some(serde_json::json!({ "uri": uri })),
+            ));
+        };
+        let airlock = self.session.host.tools.borrow().clone();
+        let cap = u64::try_from(airlock.grants().limits().output_bytes)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(4);
+        let read = tokio::task::spawn_blocking(move || match airlock.results() {
+            Some(store) => store.read(&path, cap),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no results directory is configured",
+            )),
+        })
+        .await
+        .map_err(|e| {
+            ErrorData::internal_error(format!("reading the resource failed: {e}"), None)
+        })?;
+        let contents = match read {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => ResourceContents::text(text, uri).with_mime_type(SPILLED_MIME),
+                Err(e) => {
+                    use base64::Engine as _;
+                    let blob = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
+                    ResourceContents::blob(blob, uri).with_mime_type("application/octet-stream")
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ErrorData::resource_not_found(
+                    format!("the resource {:?} no longer exists: {e}", shown()),
+                    Some(serde_json::json!({ "uri": uri })),
+                ));
+            }
+            Err(e) => {
+                return Err(ErrorData::internal_error(
+                    format!("the resource {:?} cannot be read: {e}", shown()),
+                    None,
+                ));
+            }
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.task_request(request, context).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(lists_output_schema) = self
+            .tools()
+            .get(&request.name)
+            .map(|e| airlock_host::adapters::mcp::output_schema(e.descriptor()).is_some())
+        else {
+            return Err(ErrorData::invalid_params(
+                format!("there is no tool named {:?}", request.name),
+                None,
+            ));
+        };
+        // rmcp runs `notifications/initialized` in a task of its own, so a
+        // call sent right after it may be handled first: the peer that
+        // permission questions go to is known from the call too.
+        let _ = self.session.prompter.peer.set(context.peer.clone());
+        self.offer_changed_code(&request.name).await;
+        // Without a turn (a transport other than this module's), the call
+        // goes in as soon as its handler runs.
+        let received = context.extensions.remove::<Received>();
+        let closed = received
+            .as_ref()
+            .map(|r| r.closed.clone())
+            .unwrap_or_default();
+        if let Some(received) = &received {
+            tokio::select! {
+                () = received.turn.wait() => {}
+                () = context.ct.cancelled() => return Err(cancelled_by_client()),
+                () = closed.cancelled() => return Err(connection_closed()),
+            }
+        }
+        let session = &self.session;
+        let id = format!(
+            "{}-{}",
+            session.id_prefix,
+            session.next_id.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut progress = context.meta.get_progress_token().map(|token| Progress {
+            token,
+            last: 0.0,
+            count: 0.0,
+        });
+        let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let mut events =
+            session
+                .executor
+                .submit(ToolUse::new(id.clone(), request.name.as_ref(), input));
+        if let Some(received) = received {
+            received.turn.take();
+        }
+        // The call's progress and log lines come before its result, and
+        // each is handed to the transport before the next is read.
+        loop {
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(ExecutorEvent::Result(result)) => {
+                        if session.found_tools(&result) {
+                            let _ = context.peer.notify_tool_list_changed().await;
+                        }
+                        let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
+                        return Ok(mcp_result(*result, lists_output_schema, spilled).into());
+                    }
+                    Some(ExecutorEvent::Progress(event)) => {
+                        if let Some(param) = progress.as_mut().and_then(|p| p.next(&event)) {
+                            let _ = context.peer.notify_progress(param).await;
+                        }
+                    }
+                    Some(ExecutorEvent::Log(event)) => {
+                        let level = session.log_level.load(Ordering::Relaxed);
+                        logging::send(&context.peer, &event, level).await;
+                    }
+                    Some(_) => {}
+                    None => {
+                        return Err(ErrorData::internal_error("the session's executor stopped", None));
+                    }
+                },
+                () = context.ct.cancelled() => {
+                    session.executor.cancel(id);
+                    return Err(cancelled_by_client());
+                }
+                () = closed.cancelled() => {
+                    session.executor.cancel(id);
+                    return Err(connection_closed());
+                }
+            }
+        }
+    }
+}
+
+/// MCP logging: a tool's log lines as `notifications/message`, filtered by
+/// the level the session set. The tool's levels map to RFC 5424's as MCP
+/// names them: trace and debug to `debug`, info to `info`, warn to
+/// `warning`, error to `error`.
+mod logging {
+    #![expect(
+        deprecated,
+        reason = "logging is deprecated from protocol 2026-07-28, which this server does not offer"
+    )]
+
+    use airlock_host::tool::{LogEvent, LogLevel};
+    use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+    use rmcp::{Peer, RoleServer};
+
+    /// The level of a session that set none: `info` (a tool's debug and
+    /// trace lines go out only to a session that asked for `debug`).
+    pub(super) const DEFAULT: u8 = 1;
+
+    /// Where `level` ranks among MCP's levels, least severe (0) first.
+    pub(super) fn rank(level: LoggingLevel) -> u8 {
+        match level {
+            LoggingLevel::Debug => 0,
+            LoggingLevel::Info => 1,
+            LoggingLevel::Notice => 2,
+            LoggingLevel::Warning => 3,
+            LoggingLevel::Error => 4,
+            LoggingLevel::Critical => 5,
+            LoggingLevel::Alert => 6,
+            LoggingLevel::Emergency => 7,
+        }
+    }
+
+    /// A tool's level as MCP's.
+    fn mcp_level(level: LogLevel) -> LoggingLevel {
+        match level {
+            LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+            LogLevel::Info => LoggingLevel::Info,
+            LogLevel::Warn => LoggingLevel::Warning,
+            LogLevel::Error => LoggingLevel::Error,
+        }
+    }
+
+    /// The notification for `event`, unless it ranks below `min`.
+    pub(super) fn message(event: &LogEvent, min: u8) -> Option<LoggingMessageNotificationParam> {
+        let level = mcp_level(event.level);
+        (rank(level) >= min).then(|| {
+            LoggingMessageNotificationParam::new(level, event.message.clone().into())
+                .with_logger(event.tool.clone())
+        })
+    }
+
+    /// Sends `event` to `peer` unless it ranks below `min`; returns once
+    /// the transport has it.
+    pub(super) async fn send(peer: &Peer<RoleServer>, event: &LogEvent, min: u8) {
+        if let Some(param) = message(event, min) {
+            let _ = peer.notify_logging_message(param).await;
+        }
+    }
+}
+
+/// `path` (absolute) as a `file:` URI, each byte outside the unreserved
+/// characters and `/` percent-encoded.
+fn file_uri(path: &str) -> String {
+    let mut uri = String::from("file://");
+    for byte in path.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
+}
+
+/// `mcp-` and 12 hex digits, different for every session of every server:
+/// a hash of the process, the time and a count of the sessions started.
+fn unique_prefix() -> String {
+    static SESSIONS: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&std::process::id().to_le_bytes());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    hasher.update(&now.as_nanos().to_le_bytes());
+    hasher.update(&SESSIONS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let hex = hasher.finalize().to_hex();
+    format!("mcp-{}", &hex[..12])
+}
+
+fn cancelled_by_client() -> ErrorData {
+    ErrorData::new(ErrorCode::INTERNAL_ERROR, "cancelled by the client", None)
+}
+
+fn connection_closed() -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INTERNAL_ERROR,
+        "cancelled: the client closed the connection",
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_host::descriptor::SafetyFlags;
+
+    /// A tool listed before it was compiled (`Airlock::open`) that then
+    /// fails to load is taken off the list the sessions serve (each is
+    /// then sent `list_changed`).
+    #[tokio::test]
+    async fn a_tool_that_fails_after_it_was_listed_is_taken_off_the_list() {
+        use airlock_host::registry::testing::{describe_ls, listed, setup};
+        let garbage = b"\0asm\x0d\0\x01\0 not a component";
+        let mut broken = describe_ls().await;
+        broken.blake3 = blake3::hash(garbage).to_hex().to_string();
+        let s = setup(&[("broken.wasm", garbage)]);
+        let registry = listed(&s, vec![broken]).await;
+        let airlock = s.airlock(registry).await;
+        let host = McpHost::new(airlock);
+        // Nothing else has run on this test's runtime yet: this session
+        // begins before the list is replaced.
+        let early = host.session();
+        assert!(early.tools().get("ls").is_some());
+        let mut tools = host.tools.clone();
+        assert!(tools.borrow_and_update().registry().get("ls").is_some());
+        let replaced = tokio::time::timeout(Duration::from_secs(120), tools.changed()).await;
+        assert!(matches!(replaced, Ok(Ok(()))), "the list was not replaced");
+        assert!(tools.borrow().registry().get("ls").is_none());
+
+        // Initialized after the list was replaced, the early session
+        // serves the new list.
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            if let Ok(running) = early.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(client_io).await.unwrap();
+        let names: Vec<String> = (client.list_all_tools().await.unwrap())
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert!(!names.contains(&"ls".to_string()), "{names:?}");
+    }
+
+    #[test]
+    fn a_turn_comes_after_every_earlier_one_was_taken_or_given_up() {
+        let mut turns = Turns::default();
+        turns.done(2);
+        turns.done(1);
+        assert_eq!(turns.next, 0, "0 is still out");
+        turns.done(0);
+        assert_eq!(turns.next, 3);
+        turns.done(4);
+        assert_eq!(turns.next, 3);
+        turns.done(3);
+        assert_eq!((turns.next, turns.given_up.len()), (5, 0));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_turn_lets_the_next_one_go() {
+        let ordered = Ordered::new(());
+        let turn = |number| {
+            Turn(Arc::new(TurnInner {
+                number,
+                turns: ordered.turns.clone(),
+                taken: AtomicBool::new(false),
+            }))
+        };
+        let (first, second, third) = (turn(0), turn(1), turn(2));
+        let waiting = tokio::spawn(async move { third.wait().await });
+        drop(second);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the first turn is not taken");
+        first.wait().await;
+        first.take();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the third turn comes")
+            .unwrap();
+    }
+
+    #[test]
+    fn log_lines_map_to_rfc_5424_levels_and_are_filtered_by_the_session_level() {
+        use airlock_host::tool::{LogEvent, LogLevel};
+        let line = |level| LogEvent {
+            tool_use_id: "mcp-1".into(),
+            tool: "probe".into(),
+            level,
+            message: "hello".into(),
+        };
+        let sent = |level, min| {
+            logging::message(&line(level), min)
+                .map(|m| serde_json::to_value(m).unwrap())
+                .map(|v| (v["level"].as_str().unwrap().to_owned(), v["logger"].clone()))
+        };
+        let debug = 0;
+        for (level, name) in [
+            (LogLevel::Trace, "debug"),
+            (LogLevel::Debug, "debug"),
+            (LogLevel::Info, "info"),
+            (LogLevel::Warn, "warning"),
+            (LogLevel::Error, "error"),
+        ] {
+            assert_eq!(
+                sent(level, debug),
+                Some((name.to_owned(), serde_json::json!("probe")))
+            );
+        }
+        assert_eq!(sent(LogLevel::Debug, logging::DEFAULT), None);
+        assert_eq!(sent(LogLevel::Trace, logging::DEFAULT), None);
+        assert!(sent(LogLevel::Info, logging::DEFAULT).is_some());
+        let error = 4;
+        assert_eq!(sent(LogLevel::Warn, error), None);
+        assert!(sent(LogLevel::Error, error).is_some());
+    }
+
+    #[test]
+    fn spilled_paths_become_file_uris() {
+        assert_eq!(
+            file_uri("/w/.airlock/results/mcp-1.txt"),
+            "file:///w/.airlock/results/mcp-1.txt"
+        );
+        assert_eq!(file_uri("/a b/%/é"), "file:///a%20b/%25/%C3%A9");
+    }
+
+    #[test]
+    fn every_session_has_its_own_tool_use_ids() {
+        let prefixes: HashSet<String> = (0..1000).map(|_| unique_prefix()).collect();
+        assert_eq!(prefixes.len(), 1000);
+        assert!(
+            prefixes
+                .iter()
+                .all(|p| p.len() == 16 && p.starts_with("mcp-"))
+        );
+    }
+
+    #[test]
+    fn pages_follow_their_cursors_to_the_end() {
+        assert_eq!(page(250, None).unwrap(), (0, 100, Some("100".into())));
+        assert_eq!(
+            page(250, Some("100")).unwrap(),
+            (100, 200, Some("200".into()))
+        );
+        assert_eq!(page(250, Some("200")).unwrap(), (200, 250, None));
+        assert_eq!(page(100, None).unwrap(), (0, 100, None));
+        assert_eq!(page(0, None).unwrap(), (0, 0, None));
+        for bad in ["251", "-1", "x", ""] {
+            let e = page(250, Some(bad)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{bad}");
+        }
+    }
+
+    #[test]
+    fn flags_become_hints_and_deferral_is_kept() {
+        let mut d = Descriptor::new("probe", "Probes.");
+        d.flags = SafetyFlags::READ_ONLY | SafetyFlags::IDEMPOTENT;
+        let tool = mcp_tool(&d).unwrap();
+        let hints = tool.annotations.clone().unwrap();
+        assert_eq!(hints.read_only_hint, Some(true));
+        assert_eq!(hints.destructive_hint, Some(false));
+        assert_eq!(hints.idempotent_hint, Some(true));
+        assert_eq!(hints.open_world_hint, Some(false));
+        let meta = tool.meta.clone().unwrap().0;
+        assert_eq!(meta["anthropic/alwaysLoad"], true);
+        d.defer_loading = true;
+        d.flags = SafetyFlags::DESTRUCTIVE | SafetyFlags::REQUIRES_USER_INTERACTION;
+        let tool = mcp_tool(&d).unwrap();
+        let meta = tool.meta.unwrap().0;
+        assert!(!meta.contains_key("anthropic/alwaysLoad"));
+        assert_eq!(meta["anthropic/requiresUserInteraction"], true);
+        assert_eq!(tool.annotations.unwrap().destructive_hint, Some(true));
+    }
+
+    #[test]
+    fn structured_output_is_sent_as_text_only_without_other_content_and_failures_are_is_error() {
+        let output = airlock_host::tool::ToolOutput {
+            structured: Some(serde_json::json!({"n": 1})),
+            ..airlock_host::tool::ToolOutput::text("one")
+        };
+        let mut output = output;
+        output.content.push(ContentBlock::ResourceLink {
+            uri: "file:///w/a.rs".into(),
+            name: "a.rs".into(),
+            description: None,
+            mime_type: Some("text/x-rust".into()),
+        });
+        let mut result =
+            ToolResult::failed("id", "t", airlock_host::CallError::cancelled("unused"));
+        result.outcome = Ok(output);
+        result.additional_context = vec!["from a hook".into()];
+        let unlisted = mcp_result(result.clone(), false, None);
+        assert_eq!(unlisted.structured_content, None, "no output schema listed");
+        let ok = mcp_result(result, true, None);
+        assert_eq!(ok.is_error, Some(false));
+        assert_eq!(ok.structured_content, Some(serde_json::json!({"n": 1})));
+        let texts: Vec<String> = ok
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        assert_eq!(texts, ["one", "from a hook"], "the text already says it");
+        let link = serde_json::to_value(&ok.content[1]).unwrap();
+        assert_eq!(link["type"], "resource_link");
+        assert_eq!(link["uri"], "file:///w/a.rs");
+        assert_eq!(link["mimeType"], "text/x-rust");
+        let mut bare = ToolResult::failed("id", "t", airlock_host::CallError::cancelled("unused"));
+        bare.outcome = Ok(airlock_host::tool::ToolOutput {
+            structured: Some(serde_json::json!({"n": 2})),
+            ..airlock_host::tool::ToolOutput::default()
+        });
+        let bare = mcp_result(bare, false, None);
+        assert_eq!(
+            bare.content[0].as_text().map(|t| t.text.as_str()),
+            Some(r#"{"n":2}"#),
+            "a result with no content of its own is sent as text"
+        );
+        let failed = mcp_result(
+            ToolResult::failed("id", "t", airlock_host::CallError::cancelled("stopped")),
+            true,
+            None,
+        );
+        assert_eq!(failed.is_error, Some(true));
+    }
+}
