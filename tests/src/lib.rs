@@ -170,8 +170,9 @@ pub fn path_in(dir: &Path, rel: &str) -> String {
 /// ran and what context they saw, and can fail on demand.
 pub mod fake {
     use airlock_host::CallError;
-    use airlock_host::descriptor::{Descriptor, InterruptBehavior, SafetyFlags};
-    use airlock_host::tool::{ContextChange, Invocation, Tool, ToolOrigin, ToolOutput};
+    use airlock_host::tool::Invocation;
+    use airlock_host::{ContextChange, Tool, ToolOrigin, ToolOutput};
+    use airlock_host::{Descriptor, InterruptBehavior, SafetyFlags};
     use async_trait::async_trait;
     use serde_json::{Value, json};
     use std::sync::{Arc, Mutex};

@@ -4,8 +4,8 @@
 //! its result.
 
 use airlock_host::PermissionMode;
-use airlock_host::descriptor::{InterruptBehavior, SafetyFlags};
 use airlock_host::{Airlock, Engine, ErrorClass, ExecutorEvent, Grants, Registry, ToolUse};
+use airlock_host::{InterruptBehavior, SafetyFlags};
 use airlock_tests::fake::{FakeTool, Run};
 use airlock_tests::*;
 use proptest::prelude::*;

@@ -2,8 +2,8 @@
 //! component), permission rules, modes and prompts, denial tracking,
 //! oversized results, and the telemetry span.
 
+use airlock_host::Config;
 use airlock_host::PermissionMode;
-use airlock_host::config::Config;
 use airlock_host::config::hooks::{HookMatcher, HookSpec};
 use airlock_host::policy::DecisionSource;
 use airlock_host::{ErrorClass, PermissionAnswer, ToolUse};

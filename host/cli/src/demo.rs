@@ -10,10 +10,11 @@
 
 use super::render;
 use airlock_host::Airlock;
+use airlock_host::Config;
+use airlock_host::ExecutorEvent;
+use airlock_host::PermissionMode;
 use airlock_host::ToolUse;
-use airlock_host::config::{Config, ToolConfig};
-use airlock_host::executor::ExecutorEvent;
-use airlock_host::permissions::PermissionMode;
+use airlock_host::config::ToolConfig;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::ExitCode;

@@ -17,11 +17,12 @@ mod render;
 mod run;
 
 use airlock_host::Airlock;
-use airlock_host::config::{Config, MountConfig, ToolConfig};
-use airlock_host::descriptor::WorkspaceAccess;
-use airlock_host::permissions::PermissionMode;
-use airlock_host::pipeline::prompt::{AllowPrompter, DenyPrompter, PermissionPrompter};
+use airlock_host::Config;
+use airlock_host::PermissionMode;
+use airlock_host::WorkspaceAccess;
+use airlock_host::config::{MountConfig, ToolConfig};
 use airlock_host::tool::{CancellationToken, ProgressSink};
+use airlock_host::{AllowPrompter, DenyPrompter, PermissionPrompter};
 use airlock_host::{CallControl, ToolUse};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

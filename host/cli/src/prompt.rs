@@ -3,8 +3,8 @@
 //! tool uses; without a terminal on stderr nobody is asked and the call is
 //! denied, with a message that says how to allow it.
 
-use airlock_host::pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use airlock_host::sanitize::{self, Sink};
+use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use async_trait::async_trait;
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 

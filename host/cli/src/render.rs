@@ -4,11 +4,12 @@
 //! ends it quietly.
 
 use airlock_host::Airlock;
+use airlock_host::Entry;
 use airlock_host::ToolResult;
-use airlock_host::descriptor::{Descriptor, SafetyFlags};
-use airlock_host::registry::Entry;
 use airlock_host::sanitize::{self, Sink};
-use airlock_host::tool::{ContentBlock, ProgressEvent, ToolOrigin};
+use airlock_host::tool::ProgressEvent;
+use airlock_host::{ContentBlock, ToolOrigin};
+use airlock_host::{Descriptor, SafetyFlags};
 use serde_json::json;
 use std::io::{self, Write};
 

@@ -15,7 +15,7 @@
 
 use airlock_host::ToolUse;
 use airlock_host::adapters::anthropic::StreamAssembler;
-use airlock_host::executor::{ExecutorEvent, ExecutorHandle};
+use airlock_host::{ExecutorEvent, ExecutorHandle};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;

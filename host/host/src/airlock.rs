@@ -4,18 +4,18 @@
 //! and one to start a streaming executor.
 
 use crate::call::{CallControl, ToolResult, ToolUse};
-use crate::config::Config;
 use crate::context::ToolContext;
-use crate::descriptor::Descriptor;
-use crate::engine::Engine;
 use crate::executor::{Calls, Executor};
-use crate::grants::Grants;
 use crate::pipeline::hooks::Hooks;
 use crate::pipeline::prompt::{DenyPrompter, PermissionPrompter};
 use crate::pipeline::results::ResultStore;
 use crate::pipeline::{self, CallPolicy};
 use crate::policy::PermissionRules;
 use crate::registry::Registry;
+use airlock_core::config::Config;
+use airlock_core::descriptor::Descriptor;
+use airlock_core::grants::Grants;
+use airlock_engine::Engine;
 use std::sync::Arc;
 
 /// A loaded host: tools, grants, limits and policy, ready to run tool uses.

@@ -4,7 +4,7 @@
 //! digest is recorded there. Until then the version already loaded goes on
 //! being served (see [`crate::Registry::load_again`]).
 
-use crate::host_files::{self, Links};
+use airlock_core::host_files::{self, Links};
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;

@@ -2,10 +2,10 @@
 //! model asked for, how a caller follows and stops it, and what came back.
 //! Values only.
 
-use crate::descriptor::SafetyFlags;
-use crate::error::CallError;
 use crate::policy::DecisionSource;
-use crate::tool::{CancellationToken, ProgressSink, ToolOutput};
+use airlock_core::descriptor::SafetyFlags;
+use airlock_core::error::CallError;
+use airlock_core::tool::{CancellationToken, ProgressSink, ToolOutput};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;

@@ -18,12 +18,12 @@
 //! (a fact, which commutes with other facts).
 
 use crate::call::ToolResult;
-use crate::descriptor::{Descriptor, is_env_name};
-use crate::grants::{CallGrants, FileStamp, Grants, normalize_guest};
-use crate::permissions::{PermissionMode, Rule, RuleKind};
 use crate::policy::{DecisionSource, PermissionRules};
 use crate::registry::Registry;
-use crate::tool::{CallContext, CancellationToken, ContextChange, ReadFiles};
+use airlock_core::descriptor::{Descriptor, is_env_name};
+use airlock_core::grants::{CallGrants, FileStamp, Grants, normalize_guest};
+use airlock_core::permissions::{PermissionMode, Rule, RuleKind};
+use airlock_core::tool::{CallContext, CancellationToken, ContextChange, ReadFiles};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
@@ -391,8 +391,8 @@ impl ToolContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::descriptor::SafetyFlags;
+    use airlock_core::config::Config;
+    use airlock_core::descriptor::SafetyFlags;
     use std::time::Duration;
 
     fn context(grants: &Grants) -> ToolContext {
@@ -414,7 +414,7 @@ mod tests {
         };
         let grants = Grants::from_config(&config).unwrap();
         let mut d = Descriptor::new("t", "t");
-        d.capabilities.workspace = crate::descriptor::WorkspaceAccess::Read;
+        d.capabilities.workspace = airlock_core::descriptor::WorkspaceAccess::Read;
         let call =
             grants
                 .for_tool("t")

@@ -43,11 +43,11 @@
 use crate::call::{CallControl, ToolResult, ToolUse};
 use crate::context::Completed;
 use crate::context::ToolContext;
-use crate::descriptor::SafetyFlags;
-use crate::error::{CallError, ErrorClass};
 use crate::pipeline::{self, CallPolicy, Prepared};
 use crate::registry::Registry;
-use crate::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink};
+use airlock_core::descriptor::SafetyFlags;
+use airlock_core::error::{CallError, ErrorClass};
+use airlock_core::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde::Serialize;

@@ -6,59 +6,101 @@
 //! the call's safety flags allow), and stops it with epoch interruption
 //! when it runs out of time or is cancelled.
 //!
-//! A call takes one path through the modules, top to bottom:
-//!
-//! - [`config`]: `airlock.toml`, with Claude Code [`config::settings`] files merged
-//!   in; [`grants`]: what each tool and call gets;
-//! - [`engine`]: wasmtime, the linker allowlist, the [`WasmTool`] adapter;
-//! - [`registry`]: the tools by name, loaded and checked;
-//! - [`context`]: the agent's cwd, env, state, read-file cache, mode and
-//!   denials;
-//! - [`pipeline`]: one tool use from input to result: validation, hooks,
-//!   permission, the call, result processing, telemetry;
-//! - [`executor`]: many tool uses as a model streams them, scheduled by
-//!   their flags, results in order;
-//! - [`tool_search`]: the built-in tool that finds deferred tools;
-//! - [`adapters`]: model API formats in and out;
-//! - `mcp` (feature `mcp`): the tools served over the Model Context
-//!   Protocol, each session through its own executor;
-//! - `mcp_client` (feature `mcp-client`): external MCP servers' tools
-//!   mounted as `mcp__server__tool`.
-//!
-//! [`Airlock`] bundles them for an embedder; the `airlock` binary (feature
-//! `cli`) is a thin front end over it.
+//! This crate is what an embedder depends on: the [`Airlock`] facade over
+//! the [`Registry`] of tools, an agent's [`ToolContext`], the pipeline one
+//! tool use takes ([`pipeline`]: validation, hooks, permission, the call,
+//! result processing, telemetry), the streaming [`Executor`] that schedules
+//! many by their flags, and the model API [`adapters`]. The values it shares
+//! with the crates beneath it (descriptors, errors, the [`Tool`] trait,
+//! grants, configuration: airlock-core) and the wasmtime [`Engine`]
+//! (airlock-engine) are re-exported here, each at one path: the common types
+//! at the root, the rest in the module named after their kind. The MCP
+//! server is the airlock-mcp crate; the `airlock` binary, airlock-cli.
 
 #![deny(missing_docs)]
 
 pub use airlock_bundled as bundled;
-pub use airlock_core::{
-    config, descriptor, error, grants, host_files, json, permissions, sanitize, tool,
-};
-pub use airlock_engine as engine;
+pub use airlock_core::{host_files, json, sanitize};
 #[cfg(feature = "mcp-client")]
 pub use airlock_mcp_client as mcp_client;
 
+/// The configuration's parts beside [`Config`] and [`Limits`]
+/// (`airlock.toml`, with Claude Code's hooks and settings).
+pub mod config {
+    pub use airlock_core::config::{
+        ConfigError, HostPath, McpServerConfig, MountConfig, ToolConfig, ToolSearchMode,
+        approvals_file, default_cache_dir, default_tool_dir, hooks, settings,
+    };
+}
+
+/// Descriptor parts and checks beside [`Descriptor`] and its flags.
+pub mod descriptor {
+    pub use airlock_core::descriptor::{
+        Capabilities, DEFAULT_MAX_RESULT_SIZE, MAX_RESULT_SIZE_CEILING, is_env_name,
+        is_host_pattern, is_portable_name, schema_root_problems,
+    };
+}
+
+/// What crosses the [`Tool`] trait beside the types at the root.
+pub mod tool {
+    pub use airlock_core::tool::{
+        CallContext, CancellationToken, Catalog, Invocation, LogEvent, LogLevel, Message,
+        ProgressEvent, ProgressSink, ReadFiles, Role,
+    };
+}
+
+/// One tool's and one call's share of the [`Grants`].
+pub mod grants {
+    pub use airlock_core::grants::{
+        CallGrants, CallMount, FileStamp, HostMount, NetPolicy, ToolGrants, normalize_guest,
+        stamp_in,
+    };
+}
+
+/// Claude Code's permission rules beside [`PermissionMode`].
+pub mod permissions {
+    pub use airlock_core::permissions::{CallFacts, PermissionsConfig, Rule, RuleKind};
+}
+
+/// The engine's parts beside [`Engine`] and [`WasmTool`].
+pub mod engine {
+    #[cfg(any(test, feature = "test-support"))]
+    #[doc(hidden)]
+    pub use airlock_engine::testing;
+    pub use airlock_engine::{HookAnswer, Settled, Snapshot, WasmHook};
+}
+
 pub mod adapters;
-pub mod airlock;
+mod airlock;
 pub mod approvals;
 mod call;
-pub mod context;
-pub mod executor;
+mod context;
+mod executor;
 pub mod pipeline;
 pub mod policy;
-pub mod registry;
+mod registry;
 pub mod tool_search;
 
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub use registry::testing;
+
 pub use airlock::Airlock;
+pub use airlock_core::config::{Config, Limits};
+pub use airlock_core::descriptor::{
+    Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess,
+};
+pub use airlock_core::error::{CallError, ErrorClass, LoadError};
+pub use airlock_core::grants::Grants;
+pub use airlock_core::permissions::PermissionMode;
+pub use airlock_core::tool::{
+    ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput,
+};
+pub use airlock_engine::{Engine, WasmTool};
 pub use call::{CallControl, PermissionRecord, ToolResult, ToolUse};
-pub use config::{Config, Limits};
-pub use context::ToolContext;
-pub use descriptor::{Descriptor, InterruptBehavior, Preflight, SafetyFlags, WorkspaceAccess};
-pub use engine::{Engine, WasmTool};
-pub use error::{CallError, ErrorClass, LoadError};
+pub use context::{Completed, Denial, READ_FILE_CACHE, ToolContext};
 pub use executor::{Calls, Executor, ExecutorEvent, ExecutorHandle, UseEvents};
-pub use grants::Grants;
-pub use permissions::PermissionMode;
-pub use pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
-pub use registry::Registry;
-pub use tool::{ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput};
+pub use pipeline::prompt::{
+    AllowPrompter, DenyPrompter, PermissionAnswer, PermissionPrompter, PermissionRequest,
+};
+pub use registry::{Entry, LoadFailure, Registry, SourceStamp};

@@ -13,9 +13,9 @@
 //! allow what the host would ask about. An ask goes to the user; every
 //! denial is recorded in the context.
 
-use crate::descriptor::{Descriptor, SafetyFlags};
-use crate::permissions::{CallFacts, PermissionMode, PermissionsConfig, Rule, RuleKind};
-use crate::tool::PermissionDecision;
+use airlock_core::descriptor::{Descriptor, SafetyFlags};
+use airlock_core::permissions::{CallFacts, PermissionMode, PermissionsConfig, Rule, RuleKind};
+use airlock_core::tool::PermissionDecision;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -234,7 +234,7 @@ fn host_verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descriptor::WorkspaceAccess;
+    use airlock_core::descriptor::WorkspaceAccess;
     use serde_json::json;
 
     fn tool(

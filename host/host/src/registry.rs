@@ -17,14 +17,14 @@
 //! they leave when one described itself otherwise or failed.
 
 use crate::approvals::Approvals;
-use crate::config::{Config, ToolSearchMode};
-use crate::descriptor::Descriptor;
-use crate::engine::{Engine, Settled, Snapshot, WasmTool};
-use crate::error::LoadError;
-use crate::grants::{Grants, ToolGrants};
-use crate::host_files::{self, Links};
-use crate::tool::{Catalog, Tool, ToolOrigin};
 use crate::tool_search::{self, ToolSearch};
+use airlock_core::config::{Config, ToolSearchMode};
+use airlock_core::descriptor::Descriptor;
+use airlock_core::error::LoadError;
+use airlock_core::grants::{Grants, ToolGrants};
+use airlock_core::host_files::{self, Links};
+use airlock_core::tool::{Catalog, Tool, ToolOrigin};
+use airlock_engine::{Engine, Settled, Snapshot, WasmTool};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -118,7 +118,7 @@ type Compiling = futures::future::Shared<futures::future::BoxFuture<'static, ()>
 
 /// The MCP servers a load started.
 #[cfg(feature = "mcp-client")]
-type Servers = crate::mcp_client::Servers;
+type Servers = airlock_mcp_client::Servers;
 /// Without the MCP client, none.
 #[cfg(not(feature = "mcp-client"))]
 #[derive(Clone, Default)]
@@ -183,7 +183,7 @@ impl Registry {
     pub async fn list(engine: &Engine, config: &Config, grants: &Grants) -> Registry {
         static BUNDLED: OnceLock<Arc<Snapshot>> = OnceLock::new();
         let snapshot =
-            BUNDLED.get_or_init(|| Arc::new(Snapshot::parse(crate::bundled::DESCRIPTORS)));
+            BUNDLED.get_or_init(|| Arc::new(Snapshot::parse(airlock_bundled::DESCRIPTORS)));
         Registry::list_from(engine, config, grants, snapshot.clone()).await
     }
 
@@ -265,7 +265,7 @@ impl Registry {
     ) -> Registry {
         let mut sources: Vec<(ToolOrigin, ComponentBytes)> = Vec::new();
         if config.bundled_tools {
-            for (package, bytes) in crate::bundled::BUNDLED {
+            for (package, bytes) in airlock_bundled::BUNDLED {
                 sources.push((
                     ToolOrigin::Bundled(package.to_string()),
                     Ok(Arc::from(*bytes)),
@@ -678,7 +678,7 @@ type Mounted = (Vec<Arc<dyn Tool>>, Vec<(ToolOrigin, LoadError)>, Servers);
 /// they fit), and the servers or tools that failed.
 #[cfg(feature = "mcp-client")]
 async fn mcp_servers(config: &Config, previous: &Servers) -> Mounted {
-    let (tools, failed, servers) = crate::mcp_client::mount(config, previous).await;
+    let (tools, failed, servers) = airlock_mcp_client::mount(config, previous).await;
     let tools = tools
         .into_iter()
         .map(|t| Arc::new(t) as Arc<dyn Tool>)
@@ -1046,8 +1046,8 @@ fn read_component(path: &Path, limit: u64) -> Result<Arc<[u8]>, LoadError> {
 pub mod testing {
     use super::*;
     use crate::Airlock;
-    use crate::engine::testing::{Described, describe_now};
-    use crate::permissions::PermissionMode;
+    use airlock_core::permissions::PermissionMode;
+    use airlock_engine::testing::{Described, describe_now};
 
     /// A workspace holding `a.txt`, a tool directory holding `files`,
     /// and an empty artifact cache.
@@ -1107,7 +1107,7 @@ pub mod testing {
 
     /// The bundled `ls` component (feature `bundled-tools`).
     pub fn ls_bytes() -> &'static [u8] {
-        crate::bundled::BUNDLED
+        airlock_bundled::BUNDLED
             .iter()
             .find(|(p, _)| *p == "airlock-tool-ls")
             .map(|(_, bytes)| *bytes)

@@ -16,9 +16,9 @@
 //! It is a [`Tool`] like any other and goes through the same pipeline;
 //! read-only, concurrency-safe, and reaching nothing but the tool list.
 
-use crate::descriptor::{Descriptor, SafetyFlags};
-use crate::error::CallError;
-use crate::tool::{Catalog, ContentBlock, Invocation, Tool, ToolOrigin, ToolOutput};
+use airlock_core::descriptor::{Descriptor, SafetyFlags};
+use airlock_core::error::CallError;
+use airlock_core::tool::{Catalog, ContentBlock, Invocation, Tool, ToolOrigin, ToolOutput};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -53,14 +53,15 @@
 #![deny(missing_docs)]
 
 use airlock_host::Airlock;
-use airlock_host::context::ToolContext;
-use airlock_host::descriptor::Descriptor;
-use airlock_host::error::LoadError;
-use airlock_host::executor::{Executor, ExecutorEvent, ExecutorHandle};
-use airlock_host::pipeline::prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
-use airlock_host::registry::{Entry, Registry, SourceStamp};
+use airlock_host::ContentBlock;
+use airlock_host::Descriptor;
+use airlock_host::LoadError;
+use airlock_host::ToolContext;
 use airlock_host::sanitize::{self, Sink};
-use airlock_host::tool::{ContentBlock, ProgressEvent};
+use airlock_host::tool::ProgressEvent;
+use airlock_host::{Entry, Registry, SourceStamp};
+use airlock_host::{Executor, ExecutorEvent, ExecutorHandle};
+use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use airlock_host::{ToolResult, ToolUse};
 use async_trait::async_trait;
 use rmcp::model::{
@@ -1534,14 +1535,14 @@ fn connection_closed() -> ErrorData {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_host::descriptor::SafetyFlags;
+    use airlock_host::SafetyFlags;
 
     /// A tool listed before it was compiled (`Airlock::open`) that then
     /// fails to load is taken off the list the sessions serve (each is
     /// then sent `list_changed`).
     #[tokio::test]
     async fn a_tool_that_fails_after_it_was_listed_is_taken_off_the_list() {
-        use airlock_host::registry::testing::{describe_ls, listed, setup};
+        use airlock_host::testing::{describe_ls, listed, setup};
         let garbage = b"\0asm\x0d\0\x01\0 not a component";
         let mut broken = describe_ls().await;
         broken.blake3 = blake3::hash(garbage).to_hex().to_string();
@@ -1706,9 +1707,9 @@ mod tests {
 
     #[test]
     fn structured_output_is_sent_as_text_only_without_other_content_and_failures_are_is_error() {
-        let output = airlock_host::tool::ToolOutput {
+        let output = airlock_host::ToolOutput {
             structured: Some(serde_json::json!({"n": 1})),
-            ..airlock_host::tool::ToolOutput::text("one")
+            ..airlock_host::ToolOutput::text("one")
         };
         let mut output = output;
         output.content.push(ContentBlock::ResourceLink {
@@ -1737,9 +1738,9 @@ mod tests {
         assert_eq!(link["uri"], "file:///w/a.rs");
         assert_eq!(link["mimeType"], "text/x-rust");
         let mut bare = ToolResult::failed("id", "t", airlock_host::CallError::cancelled("unused"));
-        bare.outcome = Ok(airlock_host::tool::ToolOutput {
+        bare.outcome = Ok(airlock_host::ToolOutput {
             structured: Some(serde_json::json!({"n": 2})),
-            ..airlock_host::tool::ToolOutput::default()
+            ..airlock_host::ToolOutput::default()
         });
         let bare = mcp_result(bare, false, None);
         assert_eq!(

@@ -10,8 +10,8 @@
 pub use super::Assembled;
 use super::{items_of_type, name_problem, result_blocks, text_at};
 use crate::call::ToolResult;
-use crate::descriptor::{Descriptor, schema_root_problems};
-use crate::tool::ContentBlock;
+use airlock_core::descriptor::{Descriptor, schema_root_problems};
+use airlock_core::tool::ContentBlock;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 

@@ -2,7 +2,7 @@
 //! be printed without an MCP server; the server (`crate::mcp`) serves the
 //! same shape.
 
-use crate::descriptor::{Descriptor, SafetyFlags};
+use airlock_core::descriptor::{Descriptor, SafetyFlags};
 use serde_json::{Map, Value, json};
 
 /// A tool as MCP lists it: the prompt as the description, the flags as

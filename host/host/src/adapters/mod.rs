@@ -19,9 +19,9 @@ pub mod mcp;
 pub mod openai;
 
 use crate::call::{ToolResult, ToolUse};
-use crate::error::CallError;
 use crate::executor::ExecutorHandle;
-use crate::tool::ContentBlock;
+use airlock_core::error::CallError;
+use airlock_core::tool::ContentBlock;
 use serde_json::Value;
 
 /// What a model's tool call turned into.
@@ -134,7 +134,7 @@ fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
 /// Why the Anthropic and OpenAI APIs refuse `name`, if they do: both take
 /// `^[a-zA-Z0-9_-]{1,64}$` (no dots).
 fn name_problem(name: &str) -> Option<String> {
-    (!crate::descriptor::is_portable_name(name))
+    (!airlock_core::descriptor::is_portable_name(name))
         .then(|| format!("the name {name:?} is not accepted: use 1 to 64 of [a-zA-Z0-9_-]"))
 }
 

@@ -16,7 +16,7 @@
 
 use super::{Assembled, items_of_type, name_problem, result_text, text_at};
 use crate::call::ToolResult;
-use crate::descriptor::Descriptor;
+use airlock_core::descriptor::Descriptor;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
@@ -336,8 +336,8 @@ fn output_text(result: &ToolResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::CallError;
-    use crate::tool::ToolOutput;
+    use airlock_core::error::CallError;
+    use airlock_core::tool::ToolOutput;
 
     fn names(calls: &[Assembled]) -> Vec<(String, Value)> {
         calls

@@ -20,12 +20,12 @@
 //! once. Pre-tool answers combine deny over ask over allow; the first
 //! `updatedInput` (in configuration order) replaces the whole input.
 
-use crate::config::hooks::{DEFAULT_TIMEOUT_SECS, HookMatcher, HookSpec, HooksConfig};
-use crate::engine::{Engine, WasmHook};
-use crate::error::LoadError;
-use crate::host_files::{self, Links};
 use crate::policy::HookVerdict;
-use crate::sanitize::{self, Sink};
+use airlock_core::config::hooks::{DEFAULT_TIMEOUT_SECS, HookMatcher, HookSpec, HooksConfig};
+use airlock_core::error::LoadError;
+use airlock_core::host_files::{self, Links};
+use airlock_core::sanitize::{self, Sink};
+use airlock_engine::{Engine, WasmHook};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -399,10 +399,10 @@ async fn run_handler(handler: &Handler, payload: &str, project_dir: Option<&str>
             run_command(command, payload, *timeout, project_dir).await
         }
         Handler::Wasm { hook, timeout } => match hook.handle(payload, *timeout).await {
-            Ok(crate::engine::HookAnswer::Proceed(out)) => {
+            Ok(airlock_engine::HookAnswer::Proceed(out)) => {
                 parse_output(out.as_deref().unwrap_or(""))
             }
-            Ok(crate::engine::HookAnswer::Block(reason)) => Answer::Block(clean(&reason)),
+            Ok(airlock_engine::HookAnswer::Block(reason)) => Answer::Block(clean(&reason)),
             Err(e) => Answer::Failed(format!("the wasm hook failed: {e}")),
         },
     }

@@ -5,7 +5,7 @@
 //! 2. validation (`validate`): the JSON Schema, then the tool's own check;
 //! 3. pre-tool hooks ([`hooks`]): may rewrite the input, block, ask, allow,
 //!    add context;
-//! 4. permission ([`crate::policy`], asking through [`prompt`]): rules, hooks' verdict, mode, the tool's
+//! 4. permission ([`crate::policy`], asking through the [`crate::PermissionPrompter`]): rules, hooks' verdict, mode, the tool's
 //!    own check; an ask goes to the prompter; denials are recorded;
 //! 5. the call, with progress, under the grants of its final flags;
 //! 6. result processing ([`results`]): output schema, spilling;
@@ -18,7 +18,7 @@
 //! steps back to back. Every tool use gets exactly one [`ToolResult`].
 
 pub mod hooks;
-pub mod prompt;
+pub(crate) mod prompt;
 pub mod results;
 pub mod telemetry;
 mod validate;
@@ -27,14 +27,14 @@ pub use validate::check_schema;
 
 use crate::call::{CallControl, PermissionRecord, ToolResult, ToolUse};
 use crate::context::{Completed, Denial, ToolContext};
-use crate::descriptor::SafetyFlags;
-use crate::error::{CallError, ErrorClass};
-use crate::grants::CallGrants;
-use crate::json;
-use crate::permissions::{CallFacts, Rule, RuleKind};
 use crate::policy::{self, DecisionSource, Verdict};
 use crate::registry::Entry;
-use crate::tool::{CancellationToken, ContentBlock, ContextChange, Invocation, ToolOutput};
+use airlock_core::descriptor::SafetyFlags;
+use airlock_core::error::{CallError, ErrorClass};
+use airlock_core::grants::CallGrants;
+use airlock_core::json;
+use airlock_core::permissions::{CallFacts, Rule, RuleKind};
+use airlock_core::tool::{CancellationToken, ContentBlock, ContextChange, Invocation, ToolOutput};
 use hooks::{HookEvent, Hooks};
 use prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use results::ResultStore;

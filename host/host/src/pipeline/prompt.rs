@@ -1,7 +1,7 @@
 //! Asking the user: the question, the answer, and the prompter an
 //! embedder implements.
 
-use crate::descriptor::SafetyFlags;
+use airlock_core::descriptor::SafetyFlags;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;

@@ -10,9 +10,9 @@
 //! configured directory is created private to the user and opened without
 //! following a link in its place (no grant may reach it either).
 
-use crate::error::{CallError, ErrorClass};
-use crate::grants::HostMount;
-use crate::tool::{ContentBlock, ToolOutput};
+use airlock_core::error::{CallError, ErrorClass};
+use airlock_core::grants::HostMount;
+use airlock_core::tool::{ContentBlock, ToolOutput};
 use cap_std::fs::{Dir, OpenOptions};
 use std::io::Write;
 use std::sync::Arc;
@@ -118,7 +118,7 @@ impl ResultStore {
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY);
         let file = dir.open_with(name, &options)?;
-        crate::host_files::read_opened_capped(file.into_std(), cap)
+        airlock_core::host_files::read_opened_capped(file.into_std(), cap)
     }
 
     /// Writes `text` to a new file named after the tool use; returns its path.
@@ -248,8 +248,8 @@ pub fn spill(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::grants::Grants;
+    use airlock_core::config::Config;
+    use airlock_core::grants::Grants;
 
     fn store(ws: &std::path::Path) -> (Grants, ResultStore) {
         let config = Config {

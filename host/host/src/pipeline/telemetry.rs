@@ -9,7 +9,7 @@
 //! With the `otel` cargo feature, `otlp_layer` exports these spans over
 //! OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`.
 
-use crate::error::CallError;
+use airlock_core::error::CallError;
 use tracing::field::Empty;
 
 /// The span of one tool use.

@@ -2,7 +2,7 @@
 //! on: each names where in the input it is (a JSON pointer, or "the input"
 //! for the root) and what was wrong.
 
-use crate::error::CallError;
+use airlock_core::error::CallError;
 use serde_json::Value;
 
 /// How many schema errors one message lists.
