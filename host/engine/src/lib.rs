@@ -27,6 +27,7 @@ mod budget;
 mod cache;
 mod fair;
 mod linker;
+mod loader;
 mod net;
 mod pipe;
 mod run;
@@ -35,12 +36,16 @@ mod state;
 mod wasm_hook;
 mod wasm_tool;
 
+pub use loader::{
+    Compiling, ComponentBytes, LoadBounds, LoadedTool, Pending, Settled, component_files,
+    component_sources, ungranted_network,
+};
 pub use snapshot::Snapshot;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub use snapshot::testing;
 pub use wasm_hook::{HookAnswer, WasmHook};
-pub use wasm_tool::{Settled, WasmTool};
+pub use wasm_tool::WasmTool;
 
 use airlock_core::config::{Config, Limits};
 use airlock_core::descriptor::Descriptor;

@@ -20,6 +20,7 @@
 
 use super::bindings::{self, ToolComponent, ToolComponentPre};
 use super::linker::{self, Needs};
+use super::loader::{LoadedTool, Settled};
 use super::run::{GuestCall, StoreSpec, arm, guard, instantiate, settle, write_limit};
 use super::snapshot::Snapshot;
 use super::state::{CallIo, HostState};
@@ -74,18 +75,6 @@ enum Ready {
     Failed(LoadError),
 }
 
-/// What loading a tool listed from the bundled snapshot showed
-/// ([`WasmTool::settle`]).
-pub enum Settled {
-    /// It describes itself as it was listed (or it was not listed from the
-    /// snapshot).
-    AsListed,
-    /// It describes itself otherwise: the tool to list instead, loaded.
-    Differs(Box<WasmTool>),
-    /// It failed to load, and why.
-    Failed(LoadError),
-}
-
 impl std::fmt::Debug for WasmTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WasmTool")
@@ -122,7 +111,7 @@ impl WasmTool {
     /// compiled, pre-instantiated and asked to describe itself on first
     /// need (in the background when the registry lists it, or at
     /// its first use, which waits; see [`WasmTool::settle`]).
-    pub async fn list_from(
+    pub(crate) async fn list_from(
         engine: &Engine,
         bytes: Arc<[u8]>,
         origin: ToolOrigin,
@@ -225,26 +214,26 @@ impl WasmTool {
     }
 
     /// The component's bytes.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// Whether the tool was listed from the bundled snapshot (see
     /// [`WasmTool::list_from`]).
-    pub fn is_listed_from_snapshot(&self) -> bool {
+    pub(crate) fn is_listed_from_snapshot(&self) -> bool {
         self.listed
     }
 
     /// For a tool listed from the bundled snapshot: compiles it now (or
     /// waits for the load already under way), and says whether it
     /// describes itself as listed. Any other tool is as listed.
-    pub async fn settle(&self) -> Settled {
+    pub(crate) async fn settle(&self) -> Settled {
         if !self.listed {
             return Settled::AsListed;
         }
         match self.ready().await {
             Ready::Pre(_) => Settled::AsListed,
-            Ready::Differs(tool) => Settled::Differs(Box::new(tool.relisted())),
+            Ready::Differs(tool) => Settled::Differs(LoadedTool::of(tool.relisted())),
             Ready::Failed(error) => Settled::Failed(error.clone()),
         }
     }

@@ -22,16 +22,16 @@ use airlock_core::config::{Config, ToolSearchMode};
 use airlock_core::descriptor::Descriptor;
 use airlock_core::error::LoadError;
 use airlock_core::grants::{Grants, ToolGrants};
-use airlock_core::host_files::{self, Links};
+
 use airlock_core::tool::{Catalog, Tool, ToolOrigin};
-use airlock_engine::{Engine, Settled, Snapshot, WasmTool};
+use airlock_engine::{
+    Compiling, ComponentBytes, Engine, LoadedTool, Pending, Settled, Snapshot, component_files,
+    component_sources, ungranted_network,
+};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
-
-/// A component's bytes, or why they could not be read.
-type ComponentBytes = Result<Arc<[u8]>, LoadError>;
 
 /// A tool that loaded: what stays the same whatever it is granted.
 struct Loaded {
@@ -40,9 +40,9 @@ struct Loaded {
     output_validator: Option<Arc<jsonschema::Validator>>,
     /// Imports that need a network grant.
     network_imports: Vec<String>,
-    /// The same tool, when it was listed from the bundled snapshot and
-    /// may not be compiled yet.
-    listed: Option<Arc<WasmTool>>,
+    /// Set when it was listed from the bundled snapshot and may not be
+    /// compiled yet.
+    pending: Option<Pending>,
 }
 
 /// A registered tool, with what the host keeps about it.
@@ -112,9 +112,6 @@ pub struct Registry {
     /// when all are.
     compiling: Option<Compiling>,
 }
-
-/// Background compiles, awaited by any number of registries.
-type Compiling = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
 
 /// The MCP servers a load started.
 #[cfg(feature = "mcp-client")]
@@ -212,19 +209,17 @@ impl Registry {
         let mut loaded = Vec::with_capacity(self.loaded.len());
         let mut load_failures = self.load_failures.clone();
         for l in &self.loaded {
-            let Some(listed) = &l.listed else {
+            let Some(pending) = &l.pending else {
                 loaded.push(l.clone());
                 continue;
             };
-            let origin = listed.origin().clone();
-            let name = Some(listed.descriptor().name.clone());
-            match listed.settle().await {
+            let origin = pending.tool().origin().clone();
+            let name = Some(pending.tool().descriptor().name.clone());
+            match pending.settle().await {
                 Settled::AsListed => loaded.push(l.clone()),
-                Settled::Differs(tool) => {
+                Settled::Differs(relisted) => {
                     changed = true;
-                    let network_imports = tool.network_imports().map(String::from).collect();
-                    let tool: Arc<WasmTool> = Arc::from(tool);
-                    match prepare(tool, network_imports) {
+                    match prepare(relisted.tool, relisted.network_imports) {
                         Ok(l) => loaded.push(Arc::new(l)),
                         Err(error) => load_failures.push(LoadFailure {
                             origin,
@@ -274,13 +269,8 @@ impl Registry {
         }
         let mut load_failures = Vec::new();
         for dir in config.effective_tool_dirs() {
-            match component_files(&dir) {
-                Ok(files) => {
-                    for file in files {
-                        let bytes = read_component(&file, engine.limits().component_bytes);
-                        sources.push((ToolOrigin::File(file), bytes));
-                    }
-                }
+            match component_sources(&dir, engine.limits().component_bytes) {
+                Ok(files) => sources.extend(files),
                 Err(error) => load_failures.push(LoadFailure {
                     origin: ToolOrigin::File(dir.clone()),
                     tool: None,
@@ -294,44 +284,7 @@ impl Registry {
             let previous = self.servers.clone();
             async move { mcp_servers(&config, &previous).await }
         });
-        // Loads run a few at a time, and the bytes of the components being
-        // loaded at once stay within a budget: a compile's memory grows
-        // with its component, and hundreds of cold loads at once would
-        // peak far above any one call's limits.
-        let parallel = Arc::new(tokio::sync::Semaphore::new(
-            std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 8)),
-        ));
-        let budget_mib = LOAD_BUDGET_MIB.max(engine.limits().component_bytes.div_ceil(1 << 20));
-        let budget = Arc::new(tokio::sync::Semaphore::new(budget_mib as usize));
-        let mut tasks = tokio::task::JoinSet::new();
-        let room = move |bytes: &[u8]| (bytes.len() as u64).div_ceil(1 << 20).clamp(1, budget_mib);
-        for (i, (origin, bytes)) in sources.into_iter().enumerate() {
-            let engine = engine.clone();
-            let (parallel, budget) = (parallel.clone(), budget.clone());
-            let snapshot = snapshot.clone();
-            tasks.spawn(async move {
-                let loaded = match bytes {
-                    Ok(bytes) => {
-                        let _turn = parallel.acquire_owned().await;
-                        let _room = budget.acquire_many_owned(room(&bytes) as u32).await;
-                        match &snapshot {
-                            Some(s) => WasmTool::list_from(&engine, bytes, origin.clone(), s).await,
-                            None => WasmTool::load(&engine, bytes, origin.clone()).await,
-                        }
-                    }
-                    Err(e) => Err(e),
-                };
-                (i, origin, loaded)
-            });
-        }
-        let mut results = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok(result) => results.push(result),
-                Err(e) => tracing::error!("a tool loader task failed: {e}"),
-            }
-        }
-        results.sort_by_key(|(i, _, _)| *i);
+        let (results, bounds) = engine.load_all(sources, snapshot).await;
 
         let mut loaded = Vec::new();
         let (mounted, failed, running) = match servers.await {
@@ -349,24 +302,21 @@ impl Registry {
             });
         }
         let mut listed = Vec::new();
-        let components = results.into_iter().map(|(_, origin, result)| {
-            let tool = result.map(|tool| {
-                let network_imports = tool.network_imports().map(String::from).collect();
-                let tool = Arc::new(tool);
-                let pending = tool.is_listed_from_snapshot().then(|| tool.clone());
-                (tool as Arc<dyn Tool>, network_imports, pending)
-            });
-            (origin, tool)
+        let servers = mounted.into_iter().map(|tool| {
+            let origin = tool.origin().clone();
+            let loaded = LoadedTool {
+                tool,
+                network_imports: Vec::new(),
+                pending: None,
+            };
+            (origin, Ok(loaded))
         });
-        let servers = mounted
-            .into_iter()
-            .map(|tool| (tool.origin().clone(), Ok((tool, Vec::new(), None))));
-        for (origin, tool) in components.chain(servers) {
-            let prepared = tool.and_then(|(tool, network_imports, pending)| {
-                let mut l = prepare(tool, network_imports)?;
-                if let Some(pending) = pending {
+        for (origin, tool) in results.into_iter().chain(servers) {
+            let prepared = tool.and_then(|loaded| {
+                let mut l = prepare(loaded.tool, loaded.network_imports)?;
+                if let Some(pending) = loaded.pending {
                     listed.push(pending.clone());
-                    l.listed = Some(pending);
+                    l.pending = Some(pending);
                 }
                 Ok(l)
             });
@@ -388,7 +338,7 @@ impl Registry {
             loaded,
             load_failures,
             servers: running,
-            compiling: compile_in_background(listed, parallel, budget, room),
+            compiling: bounds.compile_in_background(listed),
             ..Registry::default()
         };
         registry.grant(config, grants);
@@ -730,70 +680,8 @@ fn prepare(tool: Arc<dyn Tool>, network_imports: Vec<String>) -> Result<Loaded, 
         input_validator: Arc::new(input_validator),
         output_validator: output_validator.map(Arc::new),
         network_imports,
-        listed: None,
+        pending: None,
         tool,
-    })
-}
-
-/// Compiles the tools `listed` from the snapshot in the background, within
-/// the same bounds as a load (`parallel` at once, `room` MiB each of the
-/// `budget`); `None` when there are none.
-fn compile_in_background(
-    listed: Vec<Arc<WasmTool>>,
-    parallel: Arc<tokio::sync::Semaphore>,
-    budget: Arc<tokio::sync::Semaphore>,
-    room: impl Fn(&[u8]) -> u64,
-) -> Option<Compiling> {
-    use futures::FutureExt;
-    if listed.is_empty() {
-        return None;
-    }
-    let mut tasks = tokio::task::JoinSet::new();
-    for tool in listed {
-        let mib = room(tool.bytes()) as u32;
-        let (parallel, budget) = (parallel.clone(), budget.clone());
-        tasks.spawn(async move {
-            let _turn = parallel.acquire_owned().await;
-            let _room = budget.acquire_many_owned(mib).await;
-            let _ = tool.settle().await;
-        });
-    }
-    let all = tokio::spawn(async move {
-        while let Some(joined) = tasks.join_next().await {
-            if let Err(e) = joined {
-                tracing::error!("a background compile failed: {e}");
-            }
-        }
-    });
-    let done = async move {
-        let _ = all.await;
-    };
-    Some(done.boxed().shared())
-}
-
-/// The error for a tool that imports `wasi:http` without a network grant
-/// it could use.
-fn ungranted_network(
-    d: &Descriptor,
-    network_imports: &[String],
-    grants: &ToolGrants,
-) -> Option<LoadError> {
-    let import = network_imports.first()?;
-    if grants.network_possible(d) {
-        return None;
-    }
-    let how = if d.wants_network() {
-        format!(
-            "grant hosts with `--allow-host HOST`, or `network = [...]` under [tools.{}] in airlock.toml",
-            d.name
-        )
-    } else {
-        "the tool's descriptor asks for no network hosts, so it can never be granted one".into()
-    };
-    Some(LoadError::UngrantedImport {
-        import: import.clone(),
-        needs: "a network grant".into(),
-        how,
     })
 }
 
@@ -882,9 +770,6 @@ fn hold_changed(
         })
         .collect()
 }
-
-/// The most component bytes (MiB) being loaded at once.
-const LOAD_BUDGET_MIB: u64 = 128;
 
 /// A tool refused its name, and why.
 type Refused = (Arc<Loaded>, LoadError);
@@ -1009,34 +894,6 @@ impl SourceStamp {
             .collect();
         SourceStamp(files)
     }
-}
-
-/// The `*.wasm` files in `dir`, sorted by name.
-fn component_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        LoadError::Io(format!(
-            "cannot list the tool directory {}: {e}",
-            dir.display()
-        ))
-    })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && !p.is_dir())
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
-/// Reads a component file: a regular file (a link the operator put in a
-/// tool directory is followed), refused once more than `limit` bytes have
-/// been read, whatever its metadata says.
-fn read_component(path: &Path, limit: u64) -> Result<Arc<[u8]>, LoadError> {
-    host_files::read_capped(path, limit, Links::Follow)
-        .map(Arc::from)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::FileTooLarge => LoadError::TooLarge { limit },
-            _ => LoadError::Io(format!("{}: {e}", path.display())),
-        })
 }
 
 /// Test helpers for the crates above (feature `test-support`): tools
@@ -1176,7 +1033,7 @@ mod tests {
                 registry.get("ls").unwrap().descriptor(),
                 &described.descriptor
             );
-            let pending = registry.loaded[0].listed.clone();
+            let pending = registry.loaded[0].pending.clone();
             assert!(pending.is_some(), "listed from the snapshot");
             assert!(
                 registry.settled(&s.config, &s.grants).await.is_none(),
@@ -1196,7 +1053,7 @@ mod tests {
             stale.descriptor.description = "what an older build said".into();
             let s = setup(&[("ls.wasm", ls_bytes())]);
             let registry = listed(&s, vec![stale]).await;
-            assert!(registry.loaded[0].listed.is_none(), "compiled at load");
+            assert!(registry.loaded[0].pending.is_none(), "compiled at load");
             assert_eq!(
                 artifacts(&s),
                 1,

@@ -1,0 +1,270 @@
+//! Loading many components at once, as a registry does: `*.wasm` files read
+//! from a directory, compiled a few at a time within a byte budget (or, for
+//! components the snapshot knows, listed at once and compiled in the
+//! background within the same bounds). Tools come out as `dyn Tool`, so a
+//! caller needs to know nothing else about them; what is wasm about them
+//! (the `wasi:http` imports a grant must cover) comes out as data.
+
+use crate::wasm_tool::WasmTool;
+use crate::{Engine, Snapshot};
+use airlock_core::descriptor::Descriptor;
+use airlock_core::error::LoadError;
+use airlock_core::grants::ToolGrants;
+use airlock_core::host_files::{self, Links};
+use airlock_core::tool::{Tool, ToolOrigin};
+use futures::FutureExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// The most component bytes loaded at once, in MiB (at least one
+/// component of the largest size allowed).
+const LOAD_BUDGET_MIB: u64 = 128;
+
+/// A component's bytes, or why they could not be read.
+pub type ComponentBytes = Result<Arc<[u8]>, LoadError>;
+
+/// Background compiles, finished when every one is.
+pub type Compiling = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
+
+/// A component loaded as a tool.
+pub struct LoadedTool {
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Its imports that need a network grant (see [`ungranted_network`]).
+    pub network_imports: Vec<String>,
+    /// Set when it was listed from the snapshot and may not be compiled
+    /// yet.
+    pub pending: Option<Pending>,
+}
+
+impl LoadedTool {
+    pub(crate) fn of(tool: WasmTool) -> LoadedTool {
+        let network_imports = tool.network_imports().map(String::from).collect();
+        let tool = Arc::new(tool);
+        let pending = tool
+            .is_listed_from_snapshot()
+            .then(|| Pending(tool.clone()));
+        LoadedTool {
+            tool,
+            network_imports,
+            pending,
+        }
+    }
+}
+
+/// A tool listed from the snapshot: described, not yet known to describe
+/// itself so.
+#[derive(Clone)]
+pub struct Pending(Arc<WasmTool>);
+
+impl Pending {
+    /// The tool as it was listed.
+    pub fn tool(&self) -> &dyn Tool {
+        self.0.as_ref()
+    }
+
+    /// Whether its compile has finished and it described itself as listed.
+    pub fn is_ready(&self) -> bool {
+        self.0.is_ready()
+    }
+
+    /// Waits for its compile (starting it if nothing has), and says how it
+    /// turned out.
+    pub async fn settle(&self) -> Settled {
+        self.0.settle().await
+    }
+}
+
+/// What compiling a tool listed from the snapshot showed
+/// ([`Pending::settle`]).
+pub enum Settled {
+    /// It describes itself as it was listed.
+    AsListed,
+    /// It describes itself otherwise: the tool to list instead, loaded.
+    Differs(LoadedTool),
+    /// It failed to load, and why.
+    Failed(LoadError),
+}
+
+/// What loads run under: a few at a time, and the bytes of the components
+/// loading at once within a budget (a compile's memory grows with its
+/// component, and hundreds of cold loads at once would peak far above any
+/// one call's limits). Background compiles share them.
+#[derive(Clone)]
+pub struct LoadBounds {
+    parallel: Arc<Semaphore>,
+    budget: Arc<Semaphore>,
+    budget_mib: u64,
+}
+
+impl LoadBounds {
+    fn new(engine: &Engine) -> LoadBounds {
+        let budget_mib = LOAD_BUDGET_MIB.max(engine.limits().component_bytes.div_ceil(1 << 20));
+        LoadBounds {
+            parallel: Arc::new(Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 8)),
+            )),
+            budget: Arc::new(Semaphore::new(budget_mib as usize)),
+            budget_mib,
+        }
+    }
+
+    /// The budget a component of `bytes` takes, in MiB.
+    fn room(&self, bytes: &[u8]) -> u32 {
+        (bytes.len() as u64)
+            .div_ceil(1 << 20)
+            .clamp(1, self.budget_mib) as u32
+    }
+
+    /// Compiles the `pending` tools in the background, within these
+    /// bounds; `None` when there are none.
+    pub fn compile_in_background(&self, pending: Vec<Pending>) -> Option<Compiling> {
+        if pending.is_empty() {
+            return None;
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for Pending(tool) in pending {
+            let mib = self.room(tool.bytes());
+            let (parallel, budget) = (self.parallel.clone(), self.budget.clone());
+            tasks.spawn(async move {
+                let _turn = parallel.acquire_owned().await;
+                let _room = budget.acquire_many_owned(mib).await;
+                let _ = tool.settle().await;
+            });
+        }
+        let all = tokio::spawn(async move {
+            while let Some(joined) = tasks.join_next().await {
+                if let Err(e) = joined {
+                    tracing::error!("a background compile failed: {e}");
+                }
+            }
+        });
+        let done = async move {
+            let _ = all.await;
+        };
+        Some(done.boxed().shared())
+    }
+}
+
+impl Engine {
+    /// Loads `sources` as tools, in their order, within [`LoadBounds`]; a
+    /// component whose digest `snapshot` knows is listed from it and left
+    /// to compile later (see [`Pending`]). Returns the bounds, for the
+    /// background compiles.
+    pub async fn load_all(
+        &self,
+        sources: Vec<(ToolOrigin, ComponentBytes)>,
+        snapshot: Option<Arc<Snapshot>>,
+    ) -> (Vec<(ToolOrigin, Result<LoadedTool, LoadError>)>, LoadBounds) {
+        let bounds = LoadBounds::new(self);
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, (origin, bytes)) in sources.into_iter().enumerate() {
+            let engine = self.clone();
+            let bounds = bounds.clone();
+            let snapshot = snapshot.clone();
+            tasks.spawn(async move {
+                let loaded = match bytes {
+                    Ok(bytes) => {
+                        let _turn = bounds.parallel.clone().acquire_owned().await;
+                        let _room = bounds
+                            .budget
+                            .clone()
+                            .acquire_many_owned(bounds.room(&bytes))
+                            .await;
+                        match &snapshot {
+                            Some(s) => WasmTool::list_from(&engine, bytes, origin.clone(), s).await,
+                            None => WasmTool::load(&engine, bytes, origin.clone()).await,
+                        }
+                    }
+                    Err(e) => Err(e),
+                };
+                (i, origin, loaded.map(LoadedTool::of))
+            });
+        }
+        let mut results = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(result) => results.push(result),
+                Err(e) => tracing::error!("a tool loader task failed: {e}"),
+            }
+        }
+        results.sort_by_key(|(i, _, _)| *i);
+        let results = results
+            .into_iter()
+            .map(|(_, origin, result)| (origin, result))
+            .collect();
+        (results, bounds)
+    }
+}
+
+/// The components of a tool directory: each `*.wasm` file in `dir`,
+/// sorted by name, read up to `limit` bytes.
+pub fn component_sources(
+    dir: &Path,
+    limit: u64,
+) -> Result<Vec<(ToolOrigin, ComponentBytes)>, LoadError> {
+    Ok(component_files(dir)?
+        .into_iter()
+        .map(|file| {
+            let bytes = read_component(&file, limit);
+            (ToolOrigin::File(file), bytes)
+        })
+        .collect())
+}
+
+/// The component files of a tool directory: the `*.wasm` files in `dir`,
+/// sorted by name.
+pub fn component_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        LoadError::Io(format!(
+            "cannot list the tool directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && !p.is_dir())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Reads a component file: a regular file (a link the operator put in a
+/// tool directory is followed), refused once more than `limit` bytes have
+/// been read, whatever its metadata says.
+fn read_component(path: &Path, limit: u64) -> ComponentBytes {
+    host_files::read_capped(path, limit, Links::Follow)
+        .map(Arc::from)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::FileTooLarge => LoadError::TooLarge { limit },
+            _ => LoadError::Io(format!("{}: {e}", path.display())),
+        })
+}
+
+/// The error for a tool that imports `wasi:http` (`network_imports`)
+/// without a network grant it could use; `None` when it imports none or
+/// could be granted one.
+pub fn ungranted_network(
+    d: &Descriptor,
+    network_imports: &[String],
+    grants: &ToolGrants,
+) -> Option<LoadError> {
+    let import = network_imports.first()?;
+    if grants.network_possible(d) {
+        return None;
+    }
+    let how = if d.wants_network() {
+        format!(
+            "grant hosts with `--allow-host HOST`, or `network = [...]` under [tools.{}] in airlock.toml",
+            d.name
+        )
+    } else {
+        "the tool's descriptor asks for no network hosts, so it can never be granted one".into()
+    };
+    Some(LoadError::UngrantedImport {
+        import: import.clone(),
+        needs: "a network grant".into(),
+        how,
+    })
+}
