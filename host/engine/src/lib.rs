@@ -1,24 +1,12 @@
-//! The engine: wasmtime configured for untrusted tools, the epoch ticker
-//! that bounds their time, the one linker every tool shares, the pool of
-//! preallocated instance slots and the admission queue in front of it, the
-//! compiled-artifact cache, the bundled tools' descriptors recorded at build
-//! time (`snapshot`), and the [`WasmTool`] adapter that puts a component
-//! behind the [`airlock_core::tool::Tool`] trait.
-//!
-//! Invariants this module keeps:
-//! - a store is only created holding an admission permit, and the permits
-//!   never outnumber the pool's instance slots, so a call waits for a slot
-//!   rather than failing for lack of one; hooks draw on a reserve of their
-//!   own, so tool uses holding a preflight store cannot starve the hooks
-//!   they wait on;
-//! - every store is fresh (one per phase of one tool use) and is dropped
-//!   after a trap, a timeout or a cancellation, never re-entered;
-//! - every store has a memory/table/instance limiter, an epoch deadline,
-//!   hostcall fuel and capped stdout/stderr, and nothing inherited from the
-//!   host process (stdio, env, args, network);
-//! - the preflight phase (`describe`, `classify`, `validate`,
-//!   `check-permissions`) runs with no filesystem, network or environment;
-//!   only `call` gets the call's grants.
+//! The engine: wasmtime configured for untrusted tools, the only crate
+//! that names wasmtime. It owns the epoch ticker, the one linker every tool
+//! shares, the pool of instance slots and the admission queue in front of
+//! it, the artifact cache, the bundled tools' snapshot, the loader, and the
+//! [`WasmTool`] and [`WasmHook`] adapters that put components behind the
+//! `Tool` trait and the hook interface. It knows nothing about the
+//! registry, permissions, the pipeline or MCP. Its invariants (a store
+//! only while it holds a slot, one fresh store per phase, every store
+//! limited, no grants before `call`) are in ARCHITECTURE.md.
 
 #![deny(missing_docs)]
 

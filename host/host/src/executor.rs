@@ -1,44 +1,10 @@
-//! The streaming executor (Claude Code's `StreamingToolExecutor`): tool uses are
-//! added as the model streams them, start as soon as the scheduling rule
-//! allows, and come back in arrival order, each as soon as every earlier
-//! one is done.
-//!
-//! The rule: a use starts when nothing is running, or when it and
-//! everything running are concurrency-safe. Uses start in arrival order:
-//! none overtakes a use that is waiting (or still being classified).
-//!
-//! Invariants:
-//! - every tool use added gets exactly one result, in arrival order;
-//! - an exclusive use runs alone, and its context changes are applied
-//!   before the next use starts, so every later use sees them; a
-//!   concurrency-safe use's changes are limited to recorded reads;
-//! - progress events and log lines are forwarded at once, and every one a
-//!   use sent before it finished comes out before that use's result;
-//! - an error from a use flagged cancels-siblings-on-error cancels its
-//!   running and queued siblings ("cancelled: a sibling failed"), and the
-//!   context's abort handle stays untouched;
-//! - the user's interrupt (cancelling the context's abort handle, or
-//!   [`Executor::interrupt`]) stops cancel-behaviour uses within an epoch
-//!   tick, lets block-behaviour uses finish, and answers queued uses with
-//!   "cancelled by user".
-//!
-//! A session executor ([`Executor::session`], for front ends such as MCP
-//! whose requests are independent) keeps the scheduling rule but hands
-//! each result out as soon as it is done, never cancels siblings, and
-//! lives as long as its feeders: it keeps only the uses still in flight.
-//! Either kind cancels one use on request ([`ExecutorHandle::cancel`]) and
-//! takes a refreshed tool set for later uses ([`ExecutorHandle::refresh`]).
-//!
-//! The scheduler is one task that owns the [`ToolContext`]. It classifies
-//! a use whose tool declares no `classify` export itself, from the
-//! descriptor (so the use starts without a hand-off); one that runs guest
-//! code to classify is classified in a task of its own. In a batch, an
-//! exclusive use (which runs alone) runs in the scheduler's task too; any
-//! other use runs in a task of its own that reports back, so
-//! concurrency-safe uses run in parallel. A use added with
-//! [`ExecutorHandle::submit`] gets its progress, log lines and result on a
-//! channel of its own, in that order, with no task in between; a cancel
-//! reaches a running use's token at once, from the caller.
+//! The streaming executor (Claude Code's `StreamingToolExecutor`): owns
+//! the scheduling of many tool uses over one context, their events and
+//! their order. It runs them through the pipeline under [`Calls`] and never
+//! names the facade. The scheduler is one task that owns the
+//! [`ToolContext`]; a use runs in it (an exclusive use in a batch) or in a
+//! task of its own that reports back. Its invariants are in
+//! ARCHITECTURE.md.
 
 use crate::call::{CallControl, ToolResult, ToolUse};
 use crate::context::Completed;
@@ -133,7 +99,28 @@ enum Mode {
     Session,
 }
 
-/// A streaming executor for one batch of tool uses (one model message).
+/// A streaming executor for one batch of tool uses (one model message):
+/// uses are added as the model streams them, start as soon as the
+/// scheduling rule allows, and come back in arrival order, each as soon as
+/// every earlier one is done.
+///
+/// The rule: a use starts when nothing is running, or when it and
+/// everything running are concurrency-safe; none overtakes a use that is
+/// waiting. Every use gets exactly one result; an exclusive use runs alone
+/// and its context changes are applied before the next starts; progress
+/// and log lines come out before their use's result; an error from a use
+/// flagged cancels-siblings-on-error cancels its siblings; the user's
+/// interrupt ([`Executor::interrupt`]) stops cancel-behaviour uses, lets
+/// block-behaviour uses finish, and answers queued ones "cancelled by
+/// user".
+///
+/// A session executor ([`Executor::session`], for independent requests
+/// such as MCP calls) keeps the rule but hands each result out as soon as
+/// it is done, never cancels siblings, and runs as long as its feeders.
+/// Either kind cancels one use on request ([`ExecutorHandle::cancel`]),
+/// takes refreshed tools ([`ExecutorHandle::refresh`]), and gives a use
+/// added with [`ExecutorHandle::submit`] its events on a channel of its
+/// own.
 pub struct Executor {
     handle: ExecutorHandle,
     events: mpsc::UnboundedReceiver<ExecutorEvent>,

@@ -1,54 +1,12 @@
 //! `airlock mcp`: every tool in view served over the Model Context
-//! Protocol with rmcp, on stdio or Streamable HTTP. This is the only
-//! module that knows rmcp's types: Airlock's descriptors, results, progress
-//! and permission questions are mapped here and nowhere else.
-//!
-//! Each MCP session (the stdio connection, or one HTTP session) has its own
-//! agent context and a session [`Executor`]: calls go through the same
-//! pipeline and scheduling rule as every other front end (concurrency-safe
-//! calls run together, an exclusive call runs alone), and each reply goes
-//! out as soon as its call is done. A `notifications/cancelled` cancels the
-//! call in the executor (epoch interruption stops a running component);
-//! rmcp sends no reply for it.
-//!
-//! Invariants:
-//! - every `tools/call` for a tool in view gets exactly one reply (unless
-//!   cancelled), carrying its own result: calls are routed by a per-session
-//!   id, never by order;
-//! - calls reach the session executor in the order the connection (the
-//!   stdio pipe, or the HTTP session) received them, although rmcp handles
-//!   each request in a task of its own: a call waits for its turn;
-//! - when the connection ends (stdin closes, the HTTP session is deleted or
-//!   expires), the calls in flight are cancelled at once;
-//! - a failure of the call (validation, permission, the tool's own error,
-//!   a limit) is a result with `isError`; a JSON-RPC error is only for an
-//!   unknown tool or a malformed request;
-//! - progress goes out only when the request carried a `progressToken`,
-//!   with a value that never decreases;
-//! - a tool's log lines go to the session that made the call as
-//!   `notifications/message` (logger: the tool's name), at or above the
-//!   level the session set (`info` until it sets one), each sent before
-//!   the call's result;
-//! - `resources/read` serves only the spilled results this session was
-//!   given as `resource_link`s, read back from the results directory
-//!   (never a path a client names); any other URI is -32002;
-//! - a permission question becomes an elicitation when the client supports
-//!   form elicitation, and otherwise goes to the host's own prompter (which
-//!   denies by default, saying how to allow the call);
-//! - when the tool directories change, later calls see the reloaded tools
-//!   and every session is sent `notifications/tools/list_changed`;
-//! - while `tool_search` is offered, deferred tools are listed only after
-//!   a search in the session found them (the session is then sent
-//!   `list_changed`); they can be called either way;
-//! - nothing but protocol messages is written to stdout;
-//! - over HTTP, only `/mcp` is served (other paths are 404), an unknown
-//!   session is 404 (`DELETE` too), a body that is not a JSON-RPC message
-//!   is a JSON-RPC error with status 400, and a failed `accept` (the file
-//!   descriptor limit) is retried with a back-off, never fatal;
-//! - a `tools/call` that asks to run as a task (MCP 2025-11-25) is answered
-//!   at once with the task and runs like any other call, in its turn; the
-//!   session's tasks are seen, awaited and cancelled only by that session
-//!   (`mcp::tasks`).
+//! Protocol with rmcp's server side, on stdio or Streamable HTTP. It owns
+//! the mapping of Airlock's descriptors, results, progress, log lines and
+//! permission questions onto MCP, and nothing of a call's policy: each
+//! session (the stdio connection, or one HTTP session) has its own agent
+//! context and a session [`Executor`], so calls take the same pipeline and
+//! scheduling rule as every other front end. Its invariants (one reply per
+//! call, calls in the order received, log lines before results, resources
+//! limited to the session's spilled results, tasks) are in ARCHITECTURE.md.
 
 #![deny(missing_docs)]
 
