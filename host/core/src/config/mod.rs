@@ -18,12 +18,14 @@
 //! assert_eq!(config.tools["fetch"].network, ["example.com"]);
 //! ```
 
+mod expand;
 pub mod hooks;
 mod load;
 pub mod settings;
 
 use crate::descriptor::WorkspaceAccess;
 use crate::permissions::PermissionsConfig;
+pub use expand::expand;
 use hooks::HooksConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -1,0 +1,185 @@
+//! One server's connection: its client handler (progress to the call that
+//! asked), the running service and process, and starting it.
+
+use crate::describe::server_error;
+use crate::process::{Process, drain_stderr};
+use crate::startup_time;
+use airlock_core::config::McpServerConfig;
+use airlock_core::config::expand;
+use airlock_core::error::LoadError;
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+
+/// The client side of one server connection: progress goes to the call
+/// that asked for it.
+#[derive(Clone, Default)]
+pub(crate) struct Handler {
+    pub(crate) progress: ProgressDispatcher,
+    pub(crate) server: Arc<str>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::info!(
+            server = %self.server,
+            "the MCP server's tools changed; they are read again when Airlock reloads its tools"
+        );
+    }
+}
+
+/// A running server, shared by its tools (and by the next load's, when
+/// it is reused).
+pub(crate) struct Connection {
+    pub(crate) service: RunningService<RoleClient, Handler>,
+    /// The server's process; taken when the connection is dropped.
+    pub(crate) process: Option<Process>,
+    /// What it was started from: its configuration and working directory.
+    pub(crate) started_from: (McpServerConfig, Option<PathBuf>),
+    /// The server's version, as its tools' descriptors give it.
+    pub(crate) version: String,
+}
+
+impl Connection {
+    /// Whether the server may still answer: its service loop runs and its
+    /// transport is open (a server that exited closes it, soon after).
+    pub(crate) fn is_running(&self) -> bool {
+        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+    }
+}
+
+impl Drop for Connection {
+    /// Stops the server as MCP asks a client to stop a stdio server: the
+    /// service, dropped next, closes its stdin; then SIGTERM, then
+    /// SIGKILL ([`Process::stop`]). Without a runtime to wait in (or when
+    /// the runtime shuts down first), at once.
+    fn drop(&mut self) {
+        if let Some(process) = self.process.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(process.stop());
+        }
+    }
+}
+
+/// Starts one server, and lists its tools.
+pub(crate) async fn connect(
+    name: &str,
+    (config, cwd): (McpServerConfig, Option<PathBuf>),
+) -> Result<(Arc<Connection>, Vec<rmcp::model::Tool>), LoadError> {
+    if name.is_empty()
+        || name.contains("__")
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(LoadError::McpServer(format!(
+            "the server name {name:?} may use only letters, digits, `_` and `-`, and no `__` \
+             (which separates the server from the tool in `mcp__SERVER__TOOL`)"
+        )));
+    }
+    let expanded = |text: &str, field: &dyn std::fmt::Display| {
+        expand(text, |name| std::env::var(name).ok())
+            .map_err(|e| LoadError::McpServer(format!("in {field}: {e}")))
+    };
+    let program = expanded(&config.command, &"command")?;
+    let mut args = Vec::new();
+    for (i, arg) in config.args.iter().enumerate() {
+        args.push(expanded(arg, &format_args!("args[{i}]"))?);
+    }
+    let mut env = BTreeMap::new();
+    for (key, value) in &config.env {
+        env.insert(key, expanded(value, &format_args!("env.{key}"))?);
+    }
+    let mut command = tokio::process::Command::new(&program);
+    command
+        .args(&args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    for var in ["PATH", "HOME"] {
+        if let Some(value) = std::env::var_os(var) {
+            command.env(var, value);
+        }
+    }
+    command.envs(env);
+    if let Some(cwd) = &cwd {
+        command.current_dir(cwd);
+    }
+    let mut process = command
+        .spawn()
+        .map(Process::new)
+        .map_err(|e| LoadError::McpServer(format!("cannot start {program:?}: {e}")))?;
+    let child = &mut process.child;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(LoadError::McpServer(
+            "its standard streams were not piped".into(),
+        ));
+    };
+    tokio::spawn(drain_stderr(name.to_string(), stderr));
+    let handler = Handler {
+        progress: ProgressDispatcher::new(),
+        server: name.into(),
+    };
+    let startup = startup_time(&config);
+    let started = tokio::time::timeout(startup, async {
+        let service = handler
+            .serve((stdout, stdin))
+            .await
+            .map_err(|e| server_error("the MCP handshake failed", &e))?;
+        let tools = service
+            .list_all_tools()
+            .await
+            .map_err(|e| server_error("tools/list failed", &e))?;
+        Ok::<_, String>((service, tools))
+    })
+    .await
+    .map_err(|_| {
+        LoadError::McpServer(format!(
+            "it did not start and list its tools within {} ms (startup_timeout_ms)",
+            startup.as_millis()
+        ))
+    })?
+    .map_err(LoadError::McpServer)?;
+    let (service, listed) = started;
+    let version = service
+        .peer_info()
+        .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
+        .unwrap_or_default();
+    let connection = Connection {
+        service,
+        process: Some(process),
+        started_from: (config, cwd),
+        version,
+    };
+    Ok((Arc::new(connection), listed))
+}
