@@ -41,6 +41,8 @@
 //! turn a path from the input into one inside those mounts, with an error
 //! the model can act on when it is outside them.
 
+#![deny(missing_docs)]
+
 use std::path::{Component, Path, PathBuf};
 
 pub use schemars::{self, JsonSchema};
