@@ -83,9 +83,11 @@ def ensure_tools():
     if probe.returncode != 0:
         run(["python3", "-m", "pip", "install", "--quiet", "mcp==2.3.0"])
     if not shutil.which("hyperfine"):
-        run(["cargo", "install", "--locked", "hyperfine"])
+        # 1.20.0: the last release that builds with the pinned toolchain
+        # (2.0 wants rustc 1.97).
+        run(["cargo", "install", "--locked", "hyperfine@1.20.0"])
     if not real_rg():
-        run([sys.executable, "-m", "pip", "install", "--user", "ripgrep"])
+        run([sys.executable, "-m", "pip", "install", "--user", "ripgrep==15.1.0"])
     rg = real_rg()
     if not rg:
         sys.exit("ripgrep was installed but its binary was not found")

@@ -18,6 +18,7 @@ mod linker;
 mod loader;
 mod net;
 mod pipe;
+mod preopens;
 mod run;
 mod snapshot;
 mod state;
@@ -63,6 +64,7 @@ struct Inner {
     limits: Limits,
     cache: Option<ArtifactCache>,
     admission: Option<Admission>,
+    preopens: preopens::Preopens,
 }
 
 /// The queue in front of the pool: a permit per live store, handed out
@@ -175,8 +177,14 @@ impl Engine {
                 limits: limits.clone(),
                 cache,
                 admission,
+                preopens: preopens::Preopens::default(),
             }),
         })
+    }
+
+    /// Each call's preopened directories, by set of mounts.
+    pub(crate) fn preopens(&self) -> &preopens::Preopens {
+        &self.inner.preopens
     }
 
     /// The limits every call runs under.

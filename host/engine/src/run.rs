@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi_http::WasiHttpCtx;
 
 /// How much of a guest's stderr a crash report quotes.
@@ -94,30 +94,22 @@ pub(crate) fn new_store(
     let mut wasi = WasiCtxBuilder::new();
     wasi.stdout(stdout.clone())
         .stderr(stderr.clone())
-        .max_random_size(limits.random_bytes)
-        // Filesystem calls run on this thread rather than one hop away on
-        // tokio's blocking pool, whose hand-offs made a directory walk nine
-        // times slower (`BudgetedFs` refuses to open what could block).
-        .allow_blocking_current_thread(true);
-    for m in &grants.mounts {
-        let perms = if m.writable {
-            FsPerms::ReadWrite
-        } else {
-            FsPerms::ReadOnly
-        };
-        wasi.preopened_dir(&m.mount.handle_path, &m.mount.guest, perms)
-            .map_err(|e| CallError::internal(format!("cannot open {}: {e}", m.mount.guest)))?;
-    }
+        .max_random_size(limits.random_bytes);
     for (name, value) in &grants.env {
         wasi.env(name, value);
     }
     if let Some(cwd) = cwd {
         wasi.initial_cwd(cwd);
     }
+    let mut wasi = wasi.build();
+    *wasi.filesystem() = engine
+        .preopens()
+        .get(&grants.mounts)
+        .map_err(|e| CallError::internal(e.to_string()))?;
     let mut table = ResourceTable::new();
     table.set_max_capacity(limits.resource_handles);
     let state = HostState {
-        wasi: wasi.build(),
+        wasi,
         table,
         http: WasiHttpCtx::new(),
         net: NetHooks::new(
