@@ -4,7 +4,9 @@
 //! its result.
 
 use airlock_host::PermissionMode;
-use airlock_host::{Airlock, Engine, ErrorClass, ExecutorEvent, Grants, Registry, ToolUse};
+use airlock_host::{
+    Airlock, Engine, ErrorClass, Executor, ExecutorEvent, Grants, Registry, ToolUse,
+};
 use airlock_host::{InterruptBehavior, SafetyFlags};
 use airlock_tests::fake::{FakeTool, Run};
 use airlock_tests::*;
@@ -69,10 +71,16 @@ fn planned() -> impl Strategy<Value = Planned> {
     })
 }
 
-async fn run_batch(batch: &[Planned]) -> (Vec<String>, Vec<String>, Vec<Run>) {
+/// Runs `batch` as one model message, or as a session's independent
+/// requests: the results' ids, the started ids, and the runs the tool saw.
+async fn run_batch(batch: &[Planned], session: bool) -> (Vec<String>, Vec<String>, Vec<Run>) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let airlock = fake_host(log.clone()).await;
-    let executor = airlock.executor(airlock.context());
+    let executor = if session {
+        Executor::session(airlock.clone(), airlock.context())
+    } else {
+        airlock.executor(airlock.context())
+    };
     let ids: Vec<String> = (0..batch.len()).map(|i| format!("u{i}")).collect();
     let feeder = {
         let batch = batch.to_vec();
@@ -112,31 +120,63 @@ proptest! {
 
     #[test]
     fn scheduling_keeps_its_invariants(batch in proptest::collection::vec(planned(), 1..10)) {
-        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        let (results, started, runs) = rt.block_on(run_batch(&batch));
-        let ids: Vec<String> = (0..batch.len()).map(|i| format!("u{i}")).collect();
+        check_invariants(&batch, false)?;
+    }
 
-        // Exactly one result per use, in arrival order; starts in arrival order.
-        prop_assert_eq!(&results, &ids);
-        prop_assert_eq!(&started, &ids);
-        prop_assert_eq!(runs.len(), batch.len());
+    #[test]
+    fn a_session_keeps_them_and_hands_out_each_result_once(
+        batch in proptest::collection::vec(planned(), 1..10)
+    ) {
+        check_invariants(&batch, true)?;
+    }
+}
 
-        // No exclusive call overlaps any other call.
-        for a in &runs {
-            for b in &runs {
-                if a.id != b.id && (!a.concurrency_safe || !b.concurrency_safe) {
-                    prop_assert!(a.end <= b.start || b.end <= a.start, "{} and {} overlap", a.id, b.id);
-                }
+/// The executor's invariants over `batch`: one result per use (in arrival
+/// order in a batch; a session hands each out when done), starts in arrival
+/// order, no exclusive call beside another, and every call sees the last
+/// exclusive call's context change before it.
+fn check_invariants(batch: &[Planned], session: bool) -> Result<(), TestCaseError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (mut results, started, runs) = rt.block_on(run_batch(batch, session));
+    let ids: Vec<String> = (0..batch.len()).map(|i| format!("u{i}")).collect();
+
+    if session {
+        results.sort_by_key(|id| id[1..].parse::<usize>().unwrap());
+    }
+    prop_assert_eq!(&results, &ids);
+    prop_assert_eq!(&started, &ids);
+    prop_assert_eq!(runs.len(), batch.len());
+
+    for a in &runs {
+        for b in &runs {
+            if a.id != b.id && (!a.concurrency_safe || !b.concurrency_safe) {
+                prop_assert!(
+                    a.end <= b.start || b.end <= a.start,
+                    "{} and {} overlap",
+                    a.id,
+                    b.id
+                );
             }
         }
-
-        // Context changes in order: every call sees the last exclusive call before it.
-        for run in &runs {
-            let index: usize = run.id[1..].parse().unwrap();
-            let last_exclusive = (0..index).rev().find(|&j| batch[j].exclusive).map(|j| format!("u{j}"));
-            prop_assert_eq!(&run.saw_last, &last_exclusive, "{} saw the wrong context", run.id);
-        }
     }
+
+    for run in &runs {
+        let index: usize = run.id[1..].parse().unwrap();
+        let last_exclusive = (0..index)
+            .rev()
+            .find(|&j| batch[j].exclusive)
+            .map(|j| format!("u{j}"));
+        prop_assert_eq!(
+            &run.saw_last,
+            &last_exclusive,
+            "{} saw the wrong context",
+            run.id
+        );
+    }
+    Ok(())
 }
 
 #[tokio::test]
