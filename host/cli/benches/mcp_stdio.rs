@@ -7,6 +7,9 @@
 //! - `mcp_call/stdio_sleep_0_pipelined`: 64 such calls written at once,
 //!   then their 64 replies read (time per call): what a client that keeps
 //!   several calls in flight pays per call.
+//! - `mcp_call/stdio_sleep_0_1000_in_flight`: the same with 1,000 calls in
+//!   flight, where anything the server does per call for each call in
+//!   flight shows.
 //! - `mcp_call/stdio_ping`: one `ping`, the transport and rmcp alone.
 //! - `mcp_call/cat_echo`: the same request line through `cat`: the floor
 //!   of a round trip through two pipes and two process wake-ups on this
@@ -195,17 +198,23 @@ fn sleep_ok(result: &Value) -> bool {
     result["isError"] == false
 }
 
-/// Time per call of `iters` calls made [`IN_FLIGHT`] at a time.
-fn pipelined(server: &mut Server, params: &Value, ok: fn(&Value) -> bool, iters: u64) -> Duration {
-    let batches = iters.div_ceil(IN_FLIGHT as u64);
+/// Time per call of `iters` calls made `in_flight` at a time.
+fn pipelined(
+    server: &mut Server,
+    params: &Value,
+    ok: fn(&Value) -> bool,
+    iters: u64,
+    in_flight: usize,
+) -> Duration {
+    let batches = iters.div_ceil(in_flight as u64);
     let start = Instant::now();
     for _ in 0..batches {
-        server.call_pipelined(params, ok, IN_FLIGHT);
+        server.call_pipelined(params, ok, in_flight);
     }
     // Time per call, scaled back to the `iters` calls asked for.
     start
         .elapsed()
-        .mul_f64(iters as f64 / (batches * IN_FLIGHT as u64) as f64)
+        .mul_f64(iters as f64 / (batches * in_flight as u64) as f64)
 }
 
 /// How many calls the pipelined bench keeps in flight.
@@ -243,7 +252,10 @@ fn mcp(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(10));
     group.bench_function("stdio_sleep_0", |b| b.iter(|| server.call_sleep_0()));
     group.bench_function("stdio_sleep_0_pipelined", |b| {
-        b.iter_custom(|iters| pipelined(&mut server, &sleep_0(), sleep_ok, iters))
+        b.iter_custom(|iters| pipelined(&mut server, &sleep_0(), sleep_ok, iters, IN_FLIGHT))
+    });
+    group.bench_function("stdio_sleep_0_1000_in_flight", |b| {
+        b.iter_custom(|iters| pipelined(&mut server, &sleep_0(), sleep_ok, iters, 1000))
     });
     group.bench_function("stdio_ping", |b| {
         b.iter(|| server.request("ping", json!({})))
@@ -508,12 +520,12 @@ fn peers(c: &mut Criterion) {
         });
     }
     group.bench_function("airlock_sleep_0_pipelined", |b| {
-        b.iter_custom(|iters| pipelined(&mut airlock, &sleep_0(), sleep_ok, iters))
+        b.iter_custom(|iters| pipelined(&mut airlock, &sleep_0(), sleep_ok, iters, IN_FLIGHT))
     });
     for (peer, server) in peers.iter().zip(&mut running) {
         let echo = peer.echo();
         group.bench_function(format!("{}_echo_pipelined", peer.name), |b| {
-            b.iter_custom(|iters| pipelined(server, &echo, peer.ok, iters))
+            b.iter_custom(|iters| pipelined(server, &echo, peer.ok, iters, IN_FLIGHT))
         });
     }
     drop(airlock);

@@ -48,7 +48,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 mod sse;
@@ -567,7 +567,7 @@ impl SessionManager for OrderedSessions {
 /// rmcp's types lack (`tasks::shape`).
 struct Ordered<T> {
     inner: T,
-    turns: Arc<watch::Sender<Turns>>,
+    turns: Arc<Mutex<Turns>>,
     next: u64,
     closed: CancellationToken,
 }
@@ -576,7 +576,7 @@ impl<T> Ordered<T> {
     fn new(inner: T) -> Ordered<T> {
         Ordered {
             inner,
-            turns: Arc::new(watch::Sender::new(Turns::default())),
+            turns: Arc::default(),
             next: 0,
             closed: CancellationToken::new(),
         }
@@ -641,14 +641,18 @@ struct Received {
 
 /// Which turn comes next on a connection; turns given up before their time
 /// (a request that never reached the executor) are skipped when it comes.
+/// Only the request whose turn comes is woken: with many calls in flight,
+/// waking every waiter at each turn cost each call a pass over the others.
 #[derive(Default)]
 struct Turns {
     next: u64,
     given_up: BTreeSet<u64>,
+    waiting: HashMap<u64, oneshot::Sender<()>>,
 }
 
 impl Turns {
     fn done(&mut self, number: u64) {
+        self.waiting.remove(&number);
         if number != self.next {
             self.given_up.insert(number);
             return;
@@ -656,6 +660,9 @@ impl Turns {
         self.next += 1;
         while self.given_up.remove(&self.next) {
             self.next += 1;
+        }
+        if let Some(waiting) = self.waiting.remove(&self.next) {
+            let _ = waiting.send(());
         }
     }
 }
@@ -668,16 +675,25 @@ struct Turn(Arc<TurnInner>);
 
 struct TurnInner {
     number: u64,
-    turns: Arc<watch::Sender<Turns>>,
+    turns: Arc<Mutex<Turns>>,
     taken: AtomicBool,
 }
 
 impl Turn {
     async fn wait(&self) {
         let number = self.0.number;
-        let mut turns = self.0.turns.subscribe();
-        // The sender lives as long as this turn: the wait cannot fail.
-        let _ = turns.wait_for(|t| t.next == number).await;
+        let woken = {
+            let mut turns = lock(&self.0.turns);
+            if turns.next == number {
+                return;
+            }
+            let (wake, woken) = oneshot::channel();
+            turns.waiting.insert(number, wake);
+            woken
+        };
+        // Sent when this turn comes; dropped unsent only once this turn
+        // was taken or given up (through a clone), so it is over either way.
+        let _ = woken.await;
     }
 
     fn take(&self) {
@@ -688,7 +704,7 @@ impl Turn {
 impl TurnInner {
     fn take(&self) {
         if !self.taken.swap(true, Ordering::AcqRel) {
-            self.turns.send_modify(|t| t.done(self.number));
+            lock(&self.turns).done(self.number);
         }
     }
 }
@@ -1569,6 +1585,7 @@ mod tests {
             .await
             .expect("the third turn comes")
             .unwrap();
+        assert!(lock(&ordered.turns).waiting.is_empty(), "no waiter is left");
     }
 
     #[test]
