@@ -51,6 +51,7 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+mod lines;
 mod sse;
 mod tasks;
 

@@ -27,6 +27,7 @@
 //! a task's call asks goes to the client as any call's does (the task does
 //! not go to `input_required`).
 
+use super::lines::LineWriter;
 use super::{McpServer, cancelled_by_client, lock};
 use airlock_host::sanitize::{self, Sink};
 use rmcp::model::{
@@ -36,7 +37,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
+use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -680,17 +681,18 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 }
 
 /// `airlock mcp`'s stdio transport: newline-delimited JSON-RPC, written by
-/// rmcp's `AsyncRwTransport` and read here, so that a `tools/call`'s
+/// a [`LineWriter`] (replies that finish together leave in one write) and
+/// read here, so that a `tools/call`'s
 /// `task` is kept (a [`TaskRequest`] on the request). As rmcp's reader
 /// does, a line over 16 MiB is dropped, a line that is not JSON is
 /// ignored, and JSON that is not a message is answered Invalid Request;
 /// the end of input ends the transport.
-pub(super) struct Stdio<R: AsyncRead, W: AsyncWrite> {
+pub(super) struct Stdio<R: AsyncRead> {
     read: BufReader<R>,
     line: Vec<u8>,
     /// Dropping the rest of a line over the limit.
     discarding: bool,
-    write: AsyncRwTransport<RoleServer, tokio::io::Empty, W>,
+    write: LineWriter,
 }
 
 /// What reading a line gave.
@@ -709,17 +711,16 @@ enum Read {
     NotAMessage(Option<RequestId>),
 }
 
-impl<R, W> Stdio<R, W>
+impl<R> Stdio<R>
 where
     R: AsyncRead + Send + Unpin,
-    W: AsyncWrite + Send + Unpin + 'static,
 {
-    pub(super) fn new(read: R, write: W) -> Stdio<R, W> {
+    pub(super) fn new<W: AsyncWrite + Send + Unpin + 'static>(read: R, write: W) -> Stdio<R> {
         Stdio {
             read: BufReader::new(read),
             line: Vec::new(),
             discarding: false,
-            write: AsyncRwTransport::new_server(tokio::io::empty(), write),
+            write: LineWriter::new(write),
         }
     }
 
@@ -794,10 +795,9 @@ fn read_message(line: &[u8]) -> Read {
     }
 }
 
-impl<R, W> Transport<RoleServer> for Stdio<R, W>
+impl<R> Transport<RoleServer> for Stdio<R>
 where
     R: AsyncRead + Send + Unpin,
-    W: AsyncWrite + Send + Unpin + 'static,
 {
     type Error = std::io::Error;
 
@@ -805,7 +805,14 @@ where
         &mut self,
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.write.send(item)
+        let sent = match serde_json::to_vec(&item) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                Ok(self.write.send(line))
+            }
+            Err(e) => Err(std::io::Error::other(e)),
+        };
+        async move { sent?.await }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
@@ -835,7 +842,7 @@ where
                         "Invalid Request: the line is not a JSON-RPC message this server reads",
                         None,
                     );
-                    tokio::spawn(self.write.send(ServerJsonRpcMessage::error(error, id)));
+                    tokio::spawn(self.send(ServerJsonRpcMessage::error(error, id)));
                 }
             }
         }
