@@ -3,7 +3,7 @@
 //! the host keeps working after every attack.
 
 use airlock_host::config::ToolConfig;
-use airlock_host::{Config, ErrorClass, LoadError};
+use airlock_host::{Config, ErrorClass};
 use airlock_tests::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -141,20 +141,49 @@ async fn memory_stack_output_and_panics_are_reported_by_class() {
     );
 }
 
+/// `wasi:sockets` is linked deny-all, so a component that imports it (as
+/// componentize-py links it into every one) loads; every way out through it
+/// fails, to loopback too, and with hosts granted for `wasi:http`.
 #[tokio::test]
-async fn raw_sockets_never_load() {
-    let (airlock, _dir) = with_component(guests::SOCKETS, config()).await;
-    assert!(airlock.registry().get("sockets").is_none());
-    let failures = airlock.registry().failures();
-    assert_eq!(failures.len(), 1);
-    match &failures[0].error {
-        LoadError::ForbiddenImport { import, reason } => {
-            assert!(import.starts_with("wasi:sockets/"), "{import}");
-            assert!(reason.contains("never granted"), "{reason}");
-        }
-        other => panic!("unexpected {other:?}"),
+async fn raw_sockets_load_and_reach_nothing_not_even_loopback() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let datagrams = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    datagrams.set_nonblocking(true).unwrap();
+    let input = json!({
+        "tcp_port": listener.local_addr().unwrap().port(),
+        "udp_port": datagrams.local_addr().unwrap().port(),
+    });
+    let granted = grant(
+        config(),
+        "sockets",
+        ToolConfig {
+            network: vec!["127.0.0.1".into(), "localhost".into()],
+            ..ToolConfig::default()
+        },
+    );
+    for mut config in [config(), granted] {
+        config.permissions.allow = vec!["sockets".into()];
+        let (airlock, _dir) = with_component(guests::SOCKETS, config).await;
+        assert!(airlock.registry().failures().is_empty());
+        let entry = airlock.registry().get("sockets").expect("it loads");
+        let denied = entry.tool.deny_all_imports();
+        assert!(
+            !denied.is_empty() && denied.iter().all(|i| i.starts_with("wasi:sockets/")),
+            "{denied:?}"
+        );
+        let mut cx = airlock.context();
+        let r = call(&airlock, &mut cx, "sockets", input.clone()).await;
+        assert_eq!(
+            ok_text(&r),
+            "tcp: access-denied\nudp: access-denied\nlookup: permanent-resolver-failure"
+        );
+        let refused = listener.accept().map(|_| ()).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::WouldBlock);
+        let mut buf = [0u8; 16];
+        let nothing = datagrams.recv_from(&mut buf).map(|_| ()).unwrap_err();
+        assert_eq!(nothing.kind(), std::io::ErrorKind::WouldBlock);
     }
-    assert!(failures[0].error.to_string().contains("wasi:sockets/"));
 }
 
 #[tokio::test]

@@ -137,6 +137,7 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool, out: &mut dyn Write) -> io:
                     "capabilities": d.capabilities,
                     "version": d.version,
                     "origin": e.tool.origin(),
+                    "deny_all_imports": e.tool.deny_all_imports(),
                 })
             })
             .collect();
@@ -199,6 +200,17 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool, out: &mut dyn Write) -> io:
     if entries.is_empty() {
         writeln!(out, "(no tools loaded)")?;
     }
+    for e in entries.iter() {
+        let denied = e.tool.deny_all_imports();
+        if !denied.is_empty() {
+            writeln!(
+                out,
+                "{} imports {}: linked deny-all (every socket and name lookup fails)",
+                e.descriptor().name,
+                one_line(&denied.join(", "), 400)
+            )?;
+        }
+    }
     for failure in failures {
         eprintln!("unavailable: {}", one_line(&failure.to_string(), 400));
     }
@@ -211,6 +223,7 @@ pub(crate) fn describe(entry: &Entry, as_json: bool, out: &mut dyn Write) -> io:
     if as_json {
         let mut value = serde_json::to_value(d).unwrap_or_default();
         value["origin"] = serde_json::to_value(entry.tool.origin()).unwrap_or_default();
+        value["deny_all_imports"] = entry.tool.deny_all_imports().into();
         return writeln!(
             out,
             "{}",
@@ -261,6 +274,14 @@ pub(crate) fn describe(entry: &Entry, as_json: bool, out: &mut dyn Write) -> io:
         },
         g.timeout.as_millis()
     )?;
+    let denied = entry.tool.deny_all_imports();
+    if !denied.is_empty() {
+        writeln!(
+            out,
+            "deny-all:    {} (linked; every socket and name lookup fails)",
+            one_line(&denied.join(", "), 400)
+        )?;
+    }
     writeln!(out, "max result:  {} characters", d.max_result_size)?;
     writeln!(out, "\n{}\n", terminal(&d.prompt))?;
     writeln!(

@@ -22,6 +22,46 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[test]
+fn list_and_describe_name_the_imports_linked_deny_all() {
+    let home = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        airlock_tests::guests::SOCKETS,
+        tools.path().join("sockets.wasm"),
+    )
+    .unwrap();
+    let dir = tools.path().to_str().unwrap();
+    let out = airlock(home.path(), &["--tools", dir, "list"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("sockets imports wasi:sockets/")
+                && l.ends_with("linked deny-all (every socket and name lookup fails)")),
+        "{stdout}"
+    );
+    let out = airlock(home.path(), &["--tools", dir, "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sockets = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "sockets")
+        .unwrap();
+    let denied = sockets["deny_all_imports"].as_array().unwrap();
+    assert!(denied.len() >= 5, "{denied:?}");
+    let out = airlock(home.path(), &["--tools", dir, "describe", "sockets"]);
+    assert!(
+        text(&out.stdout).contains("deny-all:    wasi:sockets/"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = airlock(home.path(), &["describe", "read"]);
+    assert!(!text(&out.stdout).contains("deny-all"));
+}
+
+#[test]
 fn list_shows_the_bundled_tools_and_why_fetch_is_unavailable() {
     let home = tempfile::tempdir().unwrap();
     let out = airlock(home.path(), &["list"]);

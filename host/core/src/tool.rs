@@ -37,6 +37,13 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// Imports linked deny-all: the tool may import them, and every use
+    /// fails (`wasi:sockets`: no socket, connection or name lookup). For
+    /// listings, so an operator sees what a tool tried to bring.
+    fn deny_all_imports(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The flags of this input, when they differ from the descriptor's.
     async fn classify(
         &self,

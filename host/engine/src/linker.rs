@@ -1,13 +1,17 @@
 //! The linker, and the import allowlist in front of it.
 //!
 //! One [`Linker`] serves every tool: WASI's cli, clocks, filesystem, io and
-//! random interfaces, `wasi:http`, and `airlock:tool/host`. What a tool can
-//! reach through them is decided per call by the store's context (no
-//! preopens, no env, no network unless granted). `wasi:sockets` is never
-//! linked. Before a component is instantiated, [`check_imports`] compares
-//! its imports against the allowlist, so a component importing anything
-//! else fails at load with a message naming the import; imports that need
-//! a grant (`wasi:http`) are reported so the registry can check the grant.
+//! random interfaces, `wasi:http`, `wasi:sockets`, and `airlock:tool/host`.
+//! What a tool can reach through them is decided per call by the store's
+//! context (no preopens, no env, no network unless granted). `wasi:sockets`
+//! is linked deny-all: toolchains link it into every component
+//! (componentize-py does), and every socket, bind, connect and name lookup
+//! then fails `access-denied`, whatever the grants. Before a component is
+//! instantiated, [`check_imports`] compares its imports against the
+//! allowlist, so a component importing anything else fails at load with a
+//! message naming the import; imports that need a grant (`wasi:http`) are
+//! reported so the registry can check the grant, and deny-all ones so
+//! `airlock list` can say so.
 
 use super::bindings::ToolComponent;
 use super::budget::Budgeted;
@@ -18,6 +22,7 @@ use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
 use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 
 /// What an allowed import needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,6 +31,8 @@ pub(crate) enum Needs {
     Nothing,
     /// A network grant.
     Network,
+    /// Nothing it can use: linked deny-all (`wasi:sockets`).
+    Denied,
 }
 
 /// Interfaces a tool may import: (namespace:package, interfaces, needs).
@@ -60,11 +67,24 @@ const ALLOWED: &[(&str, &[&str], Needs)] = &[
     ),
     ("wasi:filesystem", &["types", "preopens"], Needs::Nothing),
     ("wasi:http", &["types", "outgoing-handler"], Needs::Network),
+    (
+        "wasi:sockets",
+        &[
+            "network",
+            "instance-network",
+            "tcp",
+            "tcp-create-socket",
+            "udp",
+            "udp-create-socket",
+            "ip-name-lookup",
+        ],
+        Needs::Denied,
+    ),
 ];
 
 /// Builds the linker every tool is instantiated against.
 pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostState>> {
-    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets};
     let mut l = Linker::<HostState>::new(engine);
     wasmtime_wasi_io::add_to_linker_async(&mut l)?;
     clocks::wall_clock::add_to_linker::<_, WasiClocks>(&mut l, HostState::clocks)?;
@@ -84,6 +104,19 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostS
     cli::terminal_stdin::add_to_linker::<_, WasiCli>(&mut l, HostState::cli)?;
     cli::terminal_stdout::add_to_linker::<_, WasiCli>(&mut l, HostState::cli)?;
     cli::terminal_stderr::add_to_linker::<_, WasiCli>(&mut l, HostState::cli)?;
+    // Deny-all: each store's sockets context allows no TCP, UDP or name
+    // lookup and no address (`run::new_store`).
+    sockets::network::add_to_linker::<_, WasiSockets>(
+        &mut l,
+        &Default::default(),
+        HostState::sockets,
+    )?;
+    sockets::instance_network::add_to_linker::<_, WasiSockets>(&mut l, HostState::sockets)?;
+    sockets::tcp::add_to_linker::<_, WasiSockets>(&mut l, HostState::sockets)?;
+    sockets::tcp_create_socket::add_to_linker::<_, WasiSockets>(&mut l, HostState::sockets)?;
+    sockets::udp::add_to_linker::<_, WasiSockets>(&mut l, HostState::sockets)?;
+    sockets::udp_create_socket::add_to_linker::<_, WasiSockets>(&mut l, HostState::sockets)?;
+    sockets::ip_name_lookup::add_to_linker::<_, WasiSockets>(&mut l, HostState::sockets)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;
     ToolComponent::add_to_linker::<_, HasSelf<_>>(&mut l, |s| s)?;
     Ok(l)
@@ -113,11 +146,6 @@ pub(crate) fn classify_import(name: &str) -> Result<Needs, LoadError> {
             "a tool may import interfaces only, not loose functions",
         ));
     };
-    if package == "wasi:sockets" {
-        return Err(forbidden(
-            "raw sockets are never granted; reach the network through wasi:http with a network grant",
-        ));
-    }
     let Some((_, interfaces, needs)) = ALLOWED.iter().find(|(p, _, _)| *p == package) else {
         return Err(forbidden(
             "it is not an interface Airlock provides to tools",
@@ -163,13 +191,19 @@ mod tests {
             classify_import("wasi:http/outgoing-handler@0.2.6").unwrap(),
             Needs::Network
         );
+        for socket in ["tcp", "udp-create-socket", "ip-name-lookup", "network"] {
+            assert_eq!(
+                classify_import(&format!("wasi:sockets/{socket}@0.2.9")).unwrap(),
+                Needs::Denied
+            );
+        }
     }
 
     #[test]
     fn refuses_everything_else_by_name() {
         for (import, needle) in [
-            ("wasi:sockets/tcp@0.2.6", "raw sockets"),
-            ("wasi:sockets/tcp@9.9.9", "raw sockets"),
+            ("wasi:sockets/tcp@0.3.0", "version 0.2.x"),
+            ("wasi:sockets/raw@0.2.6", "not an interface"),
             ("wasix:posix/proc@0.1.0", "not an interface"),
             ("my:host/admin@1.0.0", "not an interface"),
             ("wasi:filesystem/secrets@0.2.0", "not an interface"),

@@ -94,7 +94,14 @@ pub(crate) fn new_store(
     let mut wasi = WasiCtxBuilder::new();
     wasi.stdout(stdout.clone())
         .stderr(stderr.clone())
-        .max_random_size(limits.random_bytes);
+        .max_random_size(limits.random_bytes)
+        // Raw sockets reach nothing, granted hosts or not: no TCP, no UDP,
+        // no name lookup, no address (the network is `wasi:http`'s, under
+        // the call's policy).
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .socket_addr_check(|_, _| Box::pin(async { false }));
     for (name, value) in &grants.env {
         wasi.env(name, value);
     }

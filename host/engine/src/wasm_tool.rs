@@ -405,6 +405,14 @@ impl Tool for WasmTool {
         Some(&self.digest)
     }
 
+    fn deny_all_imports(&self) -> Vec<String> {
+        self.imports
+            .iter()
+            .filter(|(_, needs)| *needs == Needs::Denied)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     async fn classify(
         &self,
         inv: &mut Invocation,
