@@ -277,7 +277,7 @@ impl HostDescriptor for BudgetedFs<'_> {
         if oflags.contains(types::OpenFlags::CREATE) {
             self.budget.charge_fs(ENTRY_COST)?;
         }
-        // Filesystem calls run on the calling thread (see `run::new_store`),
+        // Filesystem calls run on the calling thread (see `preopens::open`),
         // where opening a FIFO would block until a writer came: only
         // regular files, directories and (refused by the open itself
         // without `symlink-follow`) links may be opened.

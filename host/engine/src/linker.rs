@@ -5,8 +5,9 @@
 //! What a tool can reach through them is decided per call by the store's
 //! context (no preopens, no env, no network unless granted). `wasi:sockets`
 //! is linked deny-all: toolchains link it into every component
-//! (componentize-py does), and every socket, bind, connect and name lookup
-//! then fails `access-denied`, whatever the grants. Before a component is
+//! (componentize-py does), and then every socket (so every bind, connect
+//! and send) fails `access-denied` and every name lookup
+//! `permanent-resolver-failure`, whatever the grants. Before a component is
 //! instantiated, [`check_imports`] compares its imports against the
 //! allowlist, so a component importing anything else fails at load with a
 //! message naming the import; imports that need a grant (`wasi:http`) are
@@ -36,7 +37,7 @@ pub(crate) enum Needs {
 }
 
 /// Interfaces a tool may import: (namespace:package, interfaces, needs).
-const ALLOWED: &[(&str, &[&str], Needs)] = &[
+pub(crate) const ALLOWED: &[(&str, &[&str], Needs)] = &[
     ("airlock:tool", &["host", "types"], Needs::Nothing),
     ("wasi:io", &["error", "poll", "streams"], Needs::Nothing),
     (

@@ -610,9 +610,11 @@ async fn remembered_failure(engine: &Engine, key: &str) -> Option<LoadError> {
     .flatten()
 }
 
-/// What a load failure depends on besides the bytes: the limits.
+/// What a load failure depends on besides the bytes: the limits, and the
+/// imports the linker allows (a component refused for an import is tried
+/// again once a new version of Airlock provides it).
 fn limits_fingerprint(engine: &Engine) -> String {
-    blake3::hash(format!("{:?}", engine.limits()).as_bytes())
+    blake3::hash(format!("{:?} {:?}", engine.limits(), super::linker::ALLOWED).as_bytes())
         .to_hex()
         .to_string()
 }

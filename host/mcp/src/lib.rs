@@ -689,7 +689,8 @@ impl Turn {
                 return;
             }
             let (wake, woken) = oneshot::channel();
-            turns.waiting.insert(number, wake);
+            let earlier = turns.waiting.insert(number, wake);
+            debug_assert!(earlier.is_none(), "turn {number} is waited for once");
             woken
         };
         // Sent when this turn comes; dropped unsent only once this turn
