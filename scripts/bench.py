@@ -335,6 +335,7 @@ def main():
     rg_call = criterion_median("grep_corpus", "rg_j1")
     mcp_call = criterion_median("mcp_call", "stdio_sleep_0")
     mcp_pipelined = criterion_median("mcp_call", "stdio_sleep_0_pipelined")
+    mcp_thousand = criterion_median("mcp_call", "stdio_sleep_0_1000_in_flight")
     mcp_ping = criterion_median("mcp_call", "stdio_ping")
     cat_echo = criterion_median("mcp_call", "cat_echo")
     mcp_in_process = criterion_median("mcp_call", "in_process_sleep_0")
@@ -409,6 +410,9 @@ def main():
         ("8b", "… 64 calls in flight (time per call)", "≤ 15 µs", us(mcp_pipelined),
          f"in process, `Airlock::call`: {us(mcp_in_process)}",
          f"{mcp_pipelined / mcp_in_process:.1f}×", mcp_pipelined <= 15e-6, "mcp_pipelined"),
+        ("8h", "… 1,000 calls in flight (time per call)", "reported", us(mcp_thousand),
+         f"64 in flight: {us(mcp_pipelined)}", f"{mcp_thousand / mcp_pipelined:.2f}×", True,
+         None),
         ("8c", "… `ping` (transport and rmcp alone); the call through a session executor in "
          "process (read from its events; submitted, from its own channel)", "reported",
          us(mcp_ping), f"session executor: {us(mcp_executor)}; submitted: {us(mcp_submit)}", "—",
