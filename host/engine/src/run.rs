@@ -96,12 +96,12 @@ pub(crate) fn new_store(
         .stderr(stderr.clone())
         .max_random_size(limits.random_bytes)
         // Raw sockets reach nothing, granted hosts or not: no TCP, no UDP,
-        // no name lookup, no address (the network is `wasi:http`'s, under
-        // the call's policy).
+        // no name lookup (the network is `wasi:http`'s, under the call's
+        // policy); the builder's own address check already refuses every
+        // address, and replacing it would allocate on every call.
         .allow_tcp(false)
         .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .socket_addr_check(|_, _| Box::pin(async { false }));
+        .allow_ip_name_lookup(false);
     for (name, value) in &grants.env {
         wasi.env(name, value);
     }

@@ -585,7 +585,7 @@ async fn remember_failure(engine: &Engine, key: String, error: LoadError) {
     let engine = engine.clone();
     let _ = tokio::task::spawn_blocking(move || {
         if let Some(cache) = engine.cache() {
-            cache.store_failure(&key, &limits_fingerprint(&engine), &error);
+            cache.store_failure(&key, &failure_fingerprint(&engine), &error);
         }
     })
     .await;
@@ -598,7 +598,7 @@ async fn remembered_failure(engine: &Engine, key: &str) -> Option<LoadError> {
     tokio::task::spawn_blocking(move || {
         let error = engine
             .cache()?
-            .failure(&key, &limits_fingerprint(&engine))?;
+            .failure(&key, &failure_fingerprint(&engine))?;
         tracing::debug!(
             key,
             "not loaded again: it failed before with the same bytes and limits"
@@ -613,7 +613,7 @@ async fn remembered_failure(engine: &Engine, key: &str) -> Option<LoadError> {
 /// What a load failure depends on besides the bytes: the limits, and the
 /// imports the linker allows (a component refused for an import is tried
 /// again once a new version of Airlock provides it).
-fn limits_fingerprint(engine: &Engine) -> String {
+fn failure_fingerprint(engine: &Engine) -> String {
     blake3::hash(format!("{:?} {:?}", engine.limits(), super::linker::ALLOWED).as_bytes())
         .to_hex()
         .to_string()
