@@ -142,16 +142,21 @@ async fn memory_stack_output_and_panics_are_reported_by_class() {
 }
 
 /// `wasi:sockets` is linked deny-all, so a component that imports it (as
-/// componentize-py links it into every one) loads; every way out through it
-/// fails, to loopback too, and with hosts granted for `wasi:http`.
+/// componentize-py links it into every one) loads; so is `wasi:http` for a
+/// tool that asks for no hosts (stock JavaScript components import it).
+/// Every way out fails, to loopback too, and with hosts granted to the tool
+/// (which asked for none):
+/// the HTTP request is refused before a connection is made, and the tool's
+/// error says which origin Airlock refused and why.
 #[tokio::test]
-async fn raw_sockets_load_and_reach_nothing_not_even_loopback() {
+async fn raw_sockets_and_http_load_and_reach_nothing_not_even_loopback() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let datagrams = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     datagrams.set_nonblocking(true).unwrap();
+    let tcp_port = listener.local_addr().unwrap().port();
     let input = json!({
-        "tcp_port": listener.local_addr().unwrap().port(),
+        "tcp_port": tcp_port,
         "udp_port": datagrams.local_addr().unwrap().port(),
     });
     let granted = grant(
@@ -168,15 +173,27 @@ async fn raw_sockets_load_and_reach_nothing_not_even_loopback() {
         assert!(airlock.registry().failures().is_empty());
         let entry = airlock.registry().get("sockets").expect("it loads");
         let denied = entry.tool.deny_all_imports();
-        assert!(
-            !denied.is_empty() && denied.iter().all(|i| i.starts_with("wasi:sockets/")),
-            "{denied:?}"
-        );
+        for package in ["wasi:sockets/", "wasi:http/"] {
+            assert!(
+                denied.iter().any(|i| i.starts_with(package)),
+                "{package} in {denied:?}"
+            );
+        }
         let mut cx = airlock.context();
         let r = call(&airlock, &mut cx, "sockets", input.clone()).await;
+        let e = err(&r);
+        assert_eq!(e.class, ErrorClass::PermissionDenied);
+        let (report, note) = e.message.split_once("\n(").expect(&e.message);
         assert_eq!(
-            ok_text(&r),
-            "tcp: access-denied\nudp: access-denied\nlookup: permanent-resolver-failure"
+            report,
+            "tcp: access-denied\nudp: access-denied\nlookup: permanent-resolver-failure\n\
+             http: ErrorCode::HttpRequestDenied"
+        );
+        assert!(
+            note.starts_with(&format!(
+                "Airlock refused the tool's GET request to http://127.0.0.1:{tcp_port}: "
+            )) && note.contains("this one asks for none or was granted none"),
+            "{note}"
         );
         let refused = listener.accept().map(|_| ()).unwrap_err();
         assert_eq!(refused.kind(), std::io::ErrorKind::WouldBlock);

@@ -635,6 +635,9 @@ async fn ls_and_cd_move_through_the_workspace() {
     );
 }
 
+/// A tool that asks for hosts still needs them granted: without a grant it
+/// is refused at load, naming the import and how to grant it, so a model is
+/// never shown a tool that cannot do its job.
 #[tokio::test]
 async fn fetch_without_a_grant_is_refused_at_load_naming_the_import() {
     let airlock = airlock(config()).await;
@@ -692,7 +695,12 @@ async fn fetch_with_a_grant_reaches_only_the_granted_host() {
     assert_eq!(e.class, ErrorClass::PermissionDenied);
     assert!(
         e.message
-            .contains("not granted network access to localhost"),
+            .contains("not granted network access to localhost")
+            && e.message.contains(&format!(
+                "(Airlock refused the tool's GET request to http://localhost:{port}: the host \
+                 localhost is not in the operator's network grant for this tool (`--allow-host \
+                 localhost`"
+            )),
         "{}",
         e.message
     );

@@ -220,8 +220,7 @@ fn get(url: &Url) -> Result<Response, ToolError> {
 fn http_error(url: &Url, e: ErrorCode) -> ToolError {
     match e {
         ErrorCode::HttpRequestDenied => ToolError::PermissionDenied(format!(
-            "the host refused the request to {}: this call is not granted network access to {}. \
-             The operator grants hosts with --allow-host or `network` in airlock.toml.",
+            "the request to {} was refused: this call is not granted network access to {}",
             url.display(),
             url.host()
         )),

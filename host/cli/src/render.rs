@@ -44,6 +44,18 @@ fn terminal(text: &str) -> String {
     sanitize::clean(text, Sink::Terminal).text.into_owned()
 }
 
+/// What fails in a tool whose `denied` imports are linked deny-all.
+fn deny_all_effect(denied: &[String]) -> String {
+    let has = |package: &str| denied.iter().any(|i| i.starts_with(package));
+    let mut effects = Vec::new();
+    if has("wasi:sockets/") {
+        effects.push("every socket and name lookup fails");
+    }
+    if has("wasi:http/") {
+        effects.push("every HTTP request is refused");
+    }
+    effects.join("; ")
+}
 fn one_line(text: &str, max: usize) -> String {
     sanitize::clean_capped(text, Sink::Line, max)
 }
@@ -205,9 +217,10 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool, out: &mut dyn Write) -> io:
         if !denied.is_empty() {
             writeln!(
                 out,
-                "{} imports {}: linked deny-all (every socket and name lookup fails)",
+                "{} imports {}: linked deny-all ({})",
                 e.descriptor().name,
-                one_line(&denied.join(", "), 400)
+                one_line(&denied.join(", "), 400),
+                deny_all_effect(&denied)
             )?;
         }
     }
@@ -278,8 +291,9 @@ pub(crate) fn describe(entry: &Entry, as_json: bool, out: &mut dyn Write) -> io:
     if !denied.is_empty() {
         writeln!(
             out,
-            "deny-all:    {} (linked; every socket and name lookup fails)",
-            one_line(&denied.join(", "), 400)
+            "deny-all:    {} (linked; {})",
+            one_line(&denied.join(", "), 400),
+            deny_all_effect(&denied)
         )?;
     }
     writeln!(out, "max result:  {} characters", d.max_result_size)?;

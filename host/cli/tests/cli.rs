@@ -37,8 +37,13 @@ fn list_and_describe_name_the_imports_linked_deny_all() {
     assert!(
         stdout
             .lines()
-            .any(|l| l.starts_with("sockets imports wasi:sockets/")
-                && l.ends_with("linked deny-all (every socket and name lookup fails)")),
+            .any(|l| l.starts_with("sockets imports wasi:")
+                && l.contains("wasi:sockets/")
+                && l.contains("wasi:http/")
+                && l.ends_with(
+                    "linked deny-all (every socket and name lookup fails; every HTTP request is \
+                     refused)"
+                )),
         "{stdout}"
     );
     let out = airlock(home.path(), &["--tools", dir, "list", "--json"]);
@@ -53,7 +58,7 @@ fn list_and_describe_name_the_imports_linked_deny_all() {
     assert!(denied.len() >= 5, "{denied:?}");
     let out = airlock(home.path(), &["--tools", dir, "describe", "sockets"]);
     assert!(
-        text(&out.stdout).contains("deny-all:    wasi:sockets/"),
+        text(&out.stdout).contains("deny-all:    wasi:http/types"),
         "{}",
         text(&out.stdout)
     );

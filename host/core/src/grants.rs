@@ -448,12 +448,15 @@ impl NetPolicy {
         let matches = |patterns: &[String]| patterns.iter().any(|p| host_matches(p, &host, port));
         if !matches(&self.granted) {
             return Err(format!(
-                "the host {host} is not in the operator's network grant"
+                "the host {host} is not in the operator's network grant for this tool \
+                 (`--allow-host {host}`, or `network = [...]` under [tools.NAME] in airlock.toml, \
+                 grants it)"
             ));
         }
         if !matches(&self.requested) {
             return Err(format!(
-                "the host {host} is not among the hosts the tool asked for"
+                "the host {host} is not among the hosts the tool's descriptor asks for, \
+                 so no grant can cover it"
             ));
         }
         Ok(())
@@ -878,7 +881,7 @@ mod tests {
         assert!(
             net.check("GET", "other.example.com", None)
                 .unwrap_err()
-                .contains("asked for")
+                .contains("descriptor asks for")
         );
         assert!(
             net.check("GET", "evil.com", None)

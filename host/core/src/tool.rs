@@ -38,8 +38,10 @@ pub trait Tool: Send + Sync + 'static {
     }
 
     /// Imports linked deny-all: the tool may import them, and every use
-    /// fails (`wasi:sockets`: no socket, connection or name lookup). For
-    /// listings, so an operator sees what a tool tried to bring.
+    /// fails (`wasi:sockets`: no socket, connection or name lookup;
+    /// `wasi:http` of a tool that asks for no network hosts: every request
+    /// refused). For listings, so an operator sees what a tool tried to
+    /// bring.
     fn deny_all_imports(&self) -> Vec<String> {
         Vec::new()
     }

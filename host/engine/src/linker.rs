@@ -11,8 +11,9 @@
 //! instantiated, [`check_imports`] compares its imports against the
 //! allowlist, so a component importing anything else fails at load with a
 //! message naming the import; imports that need a grant (`wasi:http`) are
-//! reported so the registry can check the grant, and deny-all ones so
-//! `airlock list` can say so.
+//! reported so the registry can check the grant (a tool that asks for no
+//! hosts gets none, and every request it makes is refused), and deny-all
+//! ones so `airlock list` can say so.
 
 use super::bindings::ToolComponent;
 use super::budget::Budgeted;

@@ -242,26 +242,25 @@ fn read_component(path: &Path, limit: u64) -> ComponentBytes {
         })
 }
 
-/// The error for a tool that imports `wasi:http` (`network_imports`)
-/// without a network grant it could use; `None` when it imports none or
-/// could be granted one.
+/// The error for a tool that imports `wasi:http` (`network_imports`) and
+/// asks for network hosts the operator grants it none of; `None` when it
+/// imports none, could be granted one, or asks for no hosts: such a tool
+/// loads with `wasi:http` linked deny-all (stock JavaScript components
+/// import it whether they use it or not), and every request it makes is
+/// refused at use.
 pub fn ungranted_network(
     d: &Descriptor,
     network_imports: &[String],
     grants: &ToolGrants,
 ) -> Option<LoadError> {
     let import = network_imports.first()?;
-    if grants.network_possible(d) {
+    if !d.wants_network() || grants.network_possible(d) {
         return None;
     }
-    let how = if d.wants_network() {
-        format!(
-            "grant hosts with `--allow-host HOST`, or `network = [...]` under [tools.{}] in airlock.toml",
-            d.name
-        )
-    } else {
-        "the tool's descriptor asks for no network hosts, so it can never be granted one".into()
-    };
+    let how = format!(
+        "grant hosts with `--allow-host HOST`, or `network = [...]` under [tools.{}] in airlock.toml",
+        d.name
+    );
     Some(LoadError::UngrantedImport {
         import: import.clone(),
         needs: "a network grant".into(),

@@ -3,6 +3,9 @@
 //! tool request, safe methods for read-only calls) before a connection is
 //! made, and gets the configured connect and first-byte timeouts. A call
 //! without a network grant has no policy, and every request is refused.
+//! The guest sees only `HTTP-request-denied`; the first refusal of a call
+//! is kept, saying which host and how it could be granted, for the host to
+//! add to the error the tool then reports ([`NetHooks::refused`]).
 
 use airlock_core::grants::NetPolicy;
 use std::sync::Arc;
@@ -18,6 +21,7 @@ pub(crate) struct NetHooks {
     policy: Option<Arc<NetPolicy>>,
     timeout: Duration,
     tool: Arc<str>,
+    refused: Option<String>,
 }
 
 impl NetHooks {
@@ -26,15 +30,28 @@ impl NetHooks {
             policy,
             timeout,
             tool,
+            refused: None,
         }
     }
 
+    /// Why the call's first refused request was refused: the request's
+    /// origin (no path or query, which may carry what the guest should not
+    /// have sent), the reason, and how it could be granted.
+    pub(crate) fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
+    }
+
     fn check(&self, request: &http::Request<WasiBody>) -> Result<(), String> {
-        let Some(policy) = &self.policy else {
-            return Err("this call has no network grant".into());
-        };
         let uri = request.uri();
         let host = uri.host().ok_or("the request has no host")?;
+        let Some(policy) = &self.policy else {
+            return Err(format!(
+                "no network grant covers this call: a tool reaches only hosts its descriptor \
+                 asks for and the operator grants (`--allow-host {host}`, or `network = [...]` \
+                 under [tools.{}] in airlock.toml), and this one asks for none or was granted none",
+                self.tool
+            ));
+        };
         let port = uri.port_u16().or_else(|| match uri.scheme_str() {
             Some("http") => Some(80),
             Some("https") => Some(443),
@@ -55,6 +72,18 @@ impl WasiHttpHooks for NetHooks {
         let verdict = self.check(&request);
         if let Err(reason) = &verdict {
             tracing::info!(tool = %self.tool, uri = %request.uri(), %reason, "outgoing request refused");
+            if self.refused.is_none() {
+                let uri = request.uri();
+                let origin = format!(
+                    "{}://{}",
+                    uri.scheme_str().unwrap_or("http"),
+                    uri.authority().map_or("", |a| a.as_str())
+                );
+                self.refused = Some(format!(
+                    "Airlock refused the tool's {} request to {origin}: {reason}",
+                    request.method()
+                ));
+            }
         }
         let timeout = self.timeout;
         Box::new(async move {

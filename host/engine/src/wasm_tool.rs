@@ -406,9 +406,12 @@ impl Tool for WasmTool {
     }
 
     fn deny_all_imports(&self) -> Vec<String> {
+        let network_denied = !self.descriptor.wants_network();
         self.imports
             .iter()
-            .filter(|(_, needs)| *needs == Needs::Denied)
+            .filter(|(_, needs)| {
+                *needs == Needs::Denied || (network_denied && *needs == Needs::Network)
+            })
             .map(|(name, _)| name.clone())
             .collect()
     }
@@ -506,7 +509,17 @@ impl Tool for WasmTool {
                     error.message
                 )))
             }
-            Err(error) => Err(bindings::error_from_wit(error)),
+            Err(error) => {
+                let mut error = bindings::error_from_wit(error);
+                if let Some(refused) = store.data().net.refused() {
+                    error.message = format!(
+                        "{}\n({})",
+                        error.message,
+                        sanitize::clean_capped(refused, Sink::Model, 1024)
+                    );
+                }
+                Err(error)
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 impl Registry {
     /// The same tools under other grants (nothing is recompiled): each tool
     /// gets its grants, is dropped when switched off, and is refused when it
-    /// imports `wasi:http` without a network grant it could use. A name
+    /// imports `wasi:http` and asks for hosts none of which is granted. A name
     /// belongs to one tool: of several with the same code, the first is
     /// kept; of others, the one whose file `[tools.NAME] source` names,
     /// else the first loaded (bundled tools, then the directories in

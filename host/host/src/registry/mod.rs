@@ -2,8 +2,9 @@
 //!
 //! It loads the bundled tools, every `*.wasm` in the tool directories and
 //! the tools of the configured MCP servers (in parallel), checks each
-//! component against its grants (a component importing `wasi:http` without
-//! a network grant is refused, naming the import), rejects duplicate names
+//! component against its grants (a component importing `wasi:http` that
+//! asks for hosts and is granted none is refused, naming the import),
+//! rejects duplicate names
 //! and aliases with a clear error, and compiles each tool's input schema. Native tools join through
 //! [`Registry::add`]. A sub-agent gets a restricted [`Registry::view`].
 //!

@@ -1,7 +1,9 @@
-//! A guest that imports `wasi:sockets` and tries every way out through
-//! them: a TCP connection and a UDP datagram to a loopback port, and a name
-//! lookup. It loads (the interfaces are linked deny-all) and must reach
-//! nothing: it reports what each attempt got.
+//! A guest that imports `wasi:sockets` and `wasi:http`, asks for no network
+//! hosts, and tries every way out through them: a TCP connection and a UDP
+//! datagram to a loopback port, a name lookup, and an HTTP request to the
+//! same TCP port. It loads (the interfaces are linked deny-all) and must
+//! reach nothing: it reports what each attempt got, as its error when
+//! nothing got through.
 
 use airlock_sdk::{Context, Describe, JsonSchema, Output, Tool, ToolError, export_tool};
 use serde::Deserialize;
@@ -9,6 +11,9 @@ use wasip2::sockets::network::{
     ErrorCode, IpAddressFamily, IpSocketAddress, Ipv4SocketAddress, Network,
 };
 use wasip2::sockets::{instance_network, ip_name_lookup, tcp_create_socket, udp_create_socket};
+
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{Fields, OutgoingRequest, Scheme};
 
 /// Where to try to go.
 #[derive(Deserialize, JsonSchema)]
@@ -70,10 +75,30 @@ fn lookup(network: &Network) -> Result<(), ErrorCode> {
     }
 }
 
-fn shown(result: Result<(), ErrorCode>) -> String {
+fn http(port: u16) -> Result<(), String> {
+    let request = OutgoingRequest::new(Fields::new());
+    request
+        .set_scheme(Some(&Scheme::Http))
+        .map_err(|()| "scheme")?;
+    request
+        .set_authority(Some(&format!("127.0.0.1:{port}")))
+        .map_err(|()| "authority")?;
+    request
+        .set_path_with_query(Some("/"))
+        .map_err(|()| "path")?;
+    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    pending.subscribe().block();
+    match pending.get() {
+        Some(Ok(Ok(_))) => Ok(()),
+        Some(Ok(Err(e))) => Err(format!("{e:?}")),
+        _ => Err("lost".into()),
+    }
+}
+
+fn shown<E: std::fmt::Display>(result: Result<(), E>) -> String {
     match result {
         Ok(()) => "reached".into(),
-        Err(e) => e.name().into(),
+        Err(e) => e.to_string(),
     }
 }
 
@@ -81,17 +106,31 @@ impl Tool for Sockets {
     type Input = Target;
 
     fn describe() -> Describe {
-        Describe::new("sockets", "Tries to reach the network through raw sockets.")
+        Describe::new(
+            "sockets",
+            "Tries to reach the network through raw sockets and HTTP.",
+        )
     }
 
     fn call(input: Target, _cx: &Context) -> Result<Output, ToolError> {
         let network = instance_network::instance_network();
-        Ok(Output::text(format!(
-            "tcp: {}\nudp: {}\nlookup: {}",
-            shown(tcp(&network, input.tcp_port)),
-            shown(udp(&network, input.udp_port)),
-            shown(lookup(&network)),
-        )))
+        let name = |r: Result<(), ErrorCode>| r.map_err(|e| e.name());
+        let attempts = [
+            ("tcp", shown(name(tcp(&network, input.tcp_port)))),
+            ("udp", shown(name(udp(&network, input.udp_port)))),
+            ("lookup", shown(name(lookup(&network)))),
+            ("http", shown(http(input.tcp_port))),
+        ];
+        let report = attempts
+            .iter()
+            .map(|(what, got)| format!("{what}: {got}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if attempts.iter().any(|(_, got)| got == "reached") {
+            Ok(Output::text(report))
+        } else {
+            Err(ToolError::PermissionDenied(report))
+        }
     }
 }
 
