@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+mod author;
 mod demo;
 mod prompt;
 mod render;
@@ -137,6 +138,28 @@ enum Command {
     },
     /// Runs a scripted tour of the bundled tools over a temporary copy of a sample workspace.
     Demo,
+    /// Creates a tool project in ./NAME, outside any Airlock checkout.
+    New {
+        /// The tool's name (a-z, 0-9, '-' and '_', starting with a letter).
+        name: String,
+        /// The language to write it in.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: author::Lang,
+        /// Create it in DIR instead of ./NAME.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Builds the tool project in DIR to a component (DIR/NAME.wasm) and checks that it loads.
+    Build {
+        /// The project's directory.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Checks that a component loads and copies it into your tool directory as NAME.wasm.
+    Install {
+        /// The component.
+        file: PathBuf,
+    },
     /// Serves the tools over the Model Context Protocol: on stdin/stdout (until stdin closes), or over Streamable HTTP with --http.
     #[cfg(feature = "mcp")]
     Mcp {
@@ -317,8 +340,10 @@ fn init_logging(verbose: u8) {
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    if let Command::Demo = cli.command {
-        return demo::run().await;
+    match &cli.command {
+        Command::Demo => return demo::run().await,
+        Command::New { name, lang, dir } => return author::new(*lang, name, dir.as_deref()),
+        _ => {}
     }
     let config = match config_from(&cli) {
         Ok(c) => c,
@@ -327,6 +352,11 @@ async fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    match &cli.command {
+        Command::Build { dir } => return author::build(dir, config).await,
+        Command::Install { file } => return author::install(file, config).await,
+        _ => {}
+    }
     #[cfg(feature = "mcp")]
     let serves_mcp = matches!(cli.command, Command::Mcp { .. });
     #[cfg(not(feature = "mcp"))]
@@ -430,7 +460,9 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Demo => unreachable!("handled above"),
+        Command::Demo | Command::New { .. } | Command::Build { .. } | Command::Install { .. } => {
+            unreachable!("handled above")
+        }
     }
 }
 

@@ -5,14 +5,22 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn airlock(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_airlock"))
+/// The `airlock` binary with `args`, HOME set to `home`, and none of the
+/// user's configuration in its environment.
+fn command(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    command
         .args(args)
         .env("HOME", home)
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
         .env_remove("AIRLOCK_CONFIG")
-        .env_remove("AIRLOCK_LOG")
+        .env_remove("AIRLOCK_LOG");
+    command
+}
+
+fn airlock(home: &Path, args: &[&str]) -> Output {
+    command(home, args)
         .output()
         .expect("the airlock binary runs")
 }
@@ -729,4 +737,121 @@ fn approve_records_the_digest_of_the_code_in_place() {
 
     let out = airlock(home.path(), &["approve", "no-such-tool"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+}
+
+/// `airlock` as a tool author outside any checkout runs it, with the real
+/// toolchain (HOME is a temp dir, so cargo's and rustup's homes are passed
+/// on) and a target directory shared between runs.
+fn author(home: &Path, dir: &Path, args: &[&str]) -> Output {
+    let real_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let home_of = |var: &str, default: &str| {
+        std::env::var_os(var)
+            .map(std::path::PathBuf::from)
+            .or_else(|| real_home.as_ref().map(|h| h.join(default)))
+            .expect("HOME or the toolchain's home is set")
+    };
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("out-of-tree");
+    command(home, args)
+        .current_dir(dir)
+        .env("CARGO_HOME", home_of("CARGO_HOME", ".cargo"))
+        .env("RUSTUP_HOME", home_of("RUSTUP_HOME", ".rustup"))
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .expect("the airlock binary runs")
+}
+
+#[test]
+fn a_rust_tool_goes_from_new_to_a_call_outside_the_repository() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| author(home.path(), work.path(), args);
+    let out = run(&["new", "word-count"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("airlock build word-count"));
+    let sdk = home
+        .path()
+        .join(".local/share/airlock/sdk/rust/airlock-sdk-0.1.0");
+    assert!(sdk.join("wit/tool.wit").is_file());
+    assert_eq!(
+        run(&["new", "word-count"]).status.code(),
+        Some(1),
+        "never overwrites"
+    );
+
+    let out = run(&["build", "word-count"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("the tool word-count v0.1.0: Counts the words in a text."),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["install", "word-count/word_count.wasm"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let installed = home
+        .path()
+        .join(".local/share/airlock/tools/word-count.wasm");
+    assert!(installed.is_file(), "{}", text(&out.stdout));
+    let out = run(&["call", "word-count", r#"{"text": "one two three"}"#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "3 words");
+
+    let lib = work.path().join("word-count/src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(
+        &lib,
+        source.replace("split_whitespace()", "no_such_method()"),
+    )
+    .unwrap();
+    let out = run(&["build", "word-count"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("no_such_method") && stderr.contains("cargo could not build the tool"),
+        "{stderr}"
+    );
+    let out = run(&["install", "word-count/src/lib.rs"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("does not load"));
+}
+
+/// `airlock build` installs nothing: it names what is missing and the
+/// command that installs it.
+#[test]
+fn build_names_the_missing_toolchain_and_how_to_install_it() {
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("Cargo.toml"), "[package]\nname = \"p\"\n").unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let build = |path: &Path| {
+        command(home.path(), &["build", project.to_str().unwrap()])
+            .env("PATH", path)
+            .output()
+            .unwrap()
+    };
+    let out = build(&bin);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("Rust is not installed")
+            && text(&out.stderr).contains("rustup.rs"),
+        "{}",
+        text(&out.stderr)
+    );
+    for (tool, script) in [
+        ("cargo", "#!/bin/sh\nexit 0\n"),
+        ("rustc", "#!/bin/sh\necho /nonexistent/wasm32-wasip2/lib\n"),
+    ] {
+        let file = bin.join(tool);
+        std::fs::write(&file, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = build(&bin);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("rustup target add wasm32-wasip2"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -32,7 +32,7 @@ use wasmtime::{Config, Engine, Instance, Module, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 wasmtime::component::bindgen!({
-    path: "../../wit",
+    path: "../../sdk/wit",
     world: "tool-component",
     imports: { default: trappable },
     exports: { default: async },

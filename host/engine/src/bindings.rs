@@ -19,7 +19,7 @@ use airlock_core::tool::{
 };
 
 wasmtime::component::bindgen!({
-    path: "../../wit",
+    path: "../../sdk/wit",
     world: "tool-component",
     imports: { default: trappable },
     exports: { default: async },
@@ -30,7 +30,7 @@ use airlock::tool::types as wit;
 /// The host side of the `hook-component` world.
 pub(crate) mod hook {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../sdk/wit",
         world: "hook-component",
         exports: { default: async },
     });

@@ -1,0 +1,474 @@
+//! For tool authors: `airlock new` scaffolds a tool project anywhere,
+//! `airlock build` turns it into a component, `airlock install` puts a
+//! component where Airlock finds it.
+//!
+//! A Rust project depends on the SDK this binary was built with: its
+//! sources are embedded here and written under the user's data directory
+//! (`airlock/sdk/rust/airlock-sdk-VERSION`), refreshed by every `new` and
+//! `build`, so a project builds outside an Airlock checkout and offline
+//! once its crates are fetched. Nothing is installed globally: `build`
+//! names the toolchain piece that is missing and the one command that
+//! installs it.
+
+use airlock_host::{Airlock, Config, LoadError};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+/// The Rust SDK's files, as this binary was built with them.
+const RUST_SDK: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../../../sdk/Cargo.toml")),
+    ("README.md", include_str!("../../../sdk/README.md")),
+    ("src/lib.rs", include_str!("../../../sdk/src/lib.rs")),
+    (
+        "src/describe.rs",
+        include_str!("../../../sdk/src/describe.rs"),
+    ),
+    ("src/errors.rs", include_str!("../../../sdk/src/errors.rs")),
+    ("src/fs.rs", include_str!("../../../sdk/src/fs.rs")),
+    ("src/output.rs", include_str!("../../../sdk/src/output.rs")),
+    ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
+    ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+];
+
+/// The SDK's version: the workspace's, which this binary shares.
+const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The languages `airlock new` scaffolds.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum Lang {
+    /// A Rust crate over `airlock-sdk`, built with cargo for wasm32-wasip2.
+    Rust,
+}
+
+/// Exit code of an author command that failed.
+const FAILED: u8 = 1;
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("airlock: {message}");
+    ExitCode::from(FAILED)
+}
+
+/// Where the embedded Rust SDK is written.
+fn rust_sdk_dir() -> Result<PathBuf, String> {
+    let tools = airlock_host::config::default_tool_dir()
+        .ok_or("there is no data directory (set HOME or XDG_DATA_HOME) to put the SDK in")?;
+    let data = tools.parent().unwrap_or(&tools);
+    Ok(data.join(format!("sdk/rust/airlock-sdk-{SDK_VERSION}")))
+}
+
+/// Writes the embedded Rust SDK where projects find it (only the files
+/// whose contents differ, each replaced atomically), and returns its
+/// directory.
+fn ensure_rust_sdk() -> Result<PathBuf, String> {
+    let dir = rust_sdk_dir()?;
+    for (path, contents) in RUST_SDK {
+        let file = dir.join(path);
+        if std::fs::read(&file).is_ok_and(|old| old == contents.as_bytes()) {
+            continue;
+        }
+        let parent = file.parent().unwrap_or(&dir);
+        std::fs::create_dir_all(parent)
+            .and_then(|()| {
+                let tmp = tempfile::NamedTempFile::new_in(parent)?;
+                std::fs::write(tmp.path(), contents)?;
+                tmp.persist(&file).map_err(|e| e.error)?;
+                Ok(())
+            })
+            .map_err(|e| format!("cannot write the SDK to {}: {e}", file.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Whether `name` can name both a tool and its crate: 1 to 64 of
+/// `[a-z0-9_-]`, starting with a letter.
+fn is_project_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// `airlock new --lang LANG NAME`: a project in `./NAME` (or `dir`).
+pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
+    if !is_project_name(name) {
+        return fail(format!(
+            "{name:?} cannot name a tool: use 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter"
+        ));
+    }
+    let dir = dir.map_or_else(|| PathBuf::from(name), Path::to_path_buf);
+    if dir.exists() {
+        return fail(format!(
+            "{} already exists: pick another name, or --dir for another place",
+            dir.display()
+        ));
+    }
+    let files = match lang {
+        Lang::Rust => match ensure_rust_sdk() {
+            Ok(sdk) => rust_project(name, &sdk),
+            Err(e) => return fail(e),
+        },
+    };
+    for (path, contents) in &files {
+        let file = dir.join(path);
+        let written = file
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&file, contents));
+        if let Err(e) = written {
+            return fail(format!("cannot write {}: {e}", file.display()));
+        }
+    }
+    println!(
+        "created the {lang:?} tool {name} in {}\n\nnext:\n    airlock build {}\n    airlock install {}",
+        dir.display(),
+        dir.display(),
+        dir.join(format!("{}.wasm", name.replace('-', "_")))
+            .display(),
+    );
+    ExitCode::SUCCESS
+}
+
+/// The files of a new Rust tool project.
+fn rust_project(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+    let manifest = format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib"]    # a component, not a library
+
+[dependencies]
+# The Rust SDK of airlock {SDK_VERSION}; `airlock build` keeps it in place.
+airlock-sdk = {{ path = "{sdk}" }}
+
+[profile.release]
+opt-level = "s"
+lto = true
+codegen-units = 1
+strip = true
+
+# A project of its own, even inside another workspace.
+[workspace]
+"#,
+        sdk = sdk.display().to_string().replace('\\', "/"),
+    );
+    let lib = format!(
+        r#"//! `{name}`: an Airlock tool. `airlock build` makes it a component, and
+//! `airlock install {crate_name}.wasm` puts it where Airlock finds it.
+
+use airlock_sdk::serde::Deserialize;
+use airlock_sdk::{{
+    Context, Describe, Flags, JsonSchema, Output, Preflight, Tool, ToolError, export_tool,
+}};
+
+/// Input of `{name}`. Doc comments become the schema the model sees.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "airlock_sdk::serde", deny_unknown_fields)]
+#[schemars(crate = "airlock_sdk::schemars")]
+struct Input {{
+    /// The text to count the words of.
+    text: String,
+}}
+
+struct Words;
+
+impl Tool for Words {{
+    type Input = Input;
+    // No classify, validate or check_permissions: nothing runs before a call.
+    const PREFLIGHT: Preflight = Preflight::empty();
+
+    fn describe() -> Describe {{
+        Describe::new("{name}", "Counts the words in a text.")
+            .flags(Flags::READ_ONLY | Flags::CONCURRENCY_SAFE | Flags::IDEMPOTENT)
+    }}
+
+    fn call(input: Input, _cx: &Context) -> Result<Output, ToolError> {{
+        let words = input.text.split_whitespace().count();
+        Ok(Output::text(format!("{{words}} words")))
+    }}
+}}
+
+export_tool!(Words);
+"#,
+        crate_name = name.replace('-', "_"),
+    );
+    vec![
+        ("Cargo.toml", manifest),
+        ("src/lib.rs", lib),
+        (".gitignore", "/target\n/*.wasm\n".into()),
+    ]
+}
+
+/// `airlock build [DIR]`: builds the project in `dir` to `DIR/NAME.wasm`
+/// and checks that Airlock loads it.
+pub(crate) async fn build(dir: &Path, config: Config) -> ExitCode {
+    if !dir.join("Cargo.toml").is_file() {
+        return fail(format!(
+            "{} has no Cargo.toml: `airlock build` builds the Rust tool projects `airlock new \
+             --lang rust` makes",
+            dir.display()
+        ));
+    }
+    if let Err(e) = rust_toolchain(dir) {
+        return fail(e);
+    }
+    if let Err(e) = ensure_rust_sdk() {
+        return fail(e);
+    }
+    let built = match cargo_build(dir) {
+        Ok(path) => path,
+        Err(e) => return fail(e),
+    };
+    let Some(file_name) = built.file_name() else {
+        return fail(format!("cargo built {}, not a file", built.display()));
+    };
+    let out = dir.join(file_name);
+    if let Err(e) = std::fs::copy(&built, &out) {
+        return fail(format!(
+            "cannot copy {} to {}: {e}",
+            built.display(),
+            out.display()
+        ));
+    }
+    match check(&out, config).await {
+        Ok(loaded) => {
+            println!(
+                "built {} ({} bytes)\n  {}{}\n\ninstall it with:\n    airlock install {}",
+                out.display(),
+                std::fs::metadata(&out).map_or(0, |m| m.len()),
+                loaded.summary,
+                loaded.warning(),
+                out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!(
+            "{} was built but does not load: {e}",
+            out.display()
+        )),
+    }
+}
+
+/// Checks for cargo and the wasm32-wasip2 target, saying how to install
+/// the one that is missing.
+fn rust_toolchain(dir: &Path) -> Result<(), String> {
+    let rustc = Command::new("rustc")
+        .args(["--print", "target-libdir", "--target", "wasm32-wasip2"])
+        .current_dir(dir)
+        .stderr(Stdio::null())
+        .output();
+    let cargo = Command::new("cargo")
+        .arg("--version")
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let (Ok(rustc), Ok(cargo)) = (rustc, cargo) else {
+        return Err(
+            "Rust is not installed (no `cargo` or `rustc` on PATH); install it with:\n\n    \
+                    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh"
+                .into(),
+        );
+    };
+    let libdir = PathBuf::from(String::from_utf8_lossy(&rustc.stdout).trim());
+    if !cargo.success() || !rustc.status.success() || !libdir.is_dir() {
+        return Err(
+            "the Rust target wasm32-wasip2 is not installed; install it with:\n\n    \
+             rustup target add wasm32-wasip2"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Runs `cargo build --release --target wasm32-wasip2` in `dir` (cargo's
+/// progress and diagnostics on stderr), and returns the component built.
+fn cargo_build(dir: &Path) -> Result<PathBuf, String> {
+    let output = Command::new("cargo")
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--message-format",
+            "json-render-diagnostics",
+        ])
+        .current_dir(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err("cargo could not build the tool (its errors are above)".into());
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| {
+            m["reason"] == "compiler-artifact"
+                && m["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "cdylib"))
+        })
+        .flat_map(|m| {
+            m["filenames"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|f| f.as_str().map(PathBuf::from))
+        })
+        .rfind(|f| f.extension().is_some_and(|x| x == "wasm"))
+        .ok_or_else(|| {
+            "cargo built no component: the package needs `crate-type = [\"cdylib\"]` under [lib]"
+                .into()
+        })
+}
+
+/// A component that loaded, as `airlock list` would show it.
+struct Checked {
+    name: String,
+    summary: String,
+    /// Why it is not available under the operator's grants, if it is not
+    /// (it asks for network hosts none of which is granted).
+    unavailable: Option<String>,
+}
+
+impl Checked {
+    fn warning(&self) -> String {
+        self.unavailable
+            .as_ref()
+            .map(|why| format!("\nnote: under the current configuration it is unavailable: {why}"))
+            .unwrap_or_default()
+    }
+}
+
+/// Loads `file` alone, under `config`'s limits and grants, and describes
+/// it; fails with the reason it would not load.
+async fn check(file: &Path, mut config: Config) -> Result<Checked, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+    std::fs::copy(file, dir.path().join("tool.wasm"))
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    config.tool_dirs = Some(vec![dir.path().to_path_buf()]);
+    config.bundled_tools = false;
+    let airlock = Airlock::new(config).await.map_err(|e| format!("{e:#}"))?;
+    if let Some(entry) = airlock.registry().entries().first() {
+        let d = entry.descriptor();
+        return Ok(Checked {
+            name: d.name.clone(),
+            summary: format!("the tool {} v{}: {}", d.name, d.version, d.description),
+            unavailable: None,
+        });
+    }
+    match airlock.registry().failures().first() {
+        Some(f) => match (&f.error, &f.tool) {
+            (LoadError::UngrantedImport { .. }, Some(name)) => Ok(Checked {
+                name: name.clone(),
+                summary: format!("the tool {name}"),
+                unavailable: Some(f.error.to_string()),
+            }),
+            _ => Err(f.error.to_string()),
+        },
+        None => Err("it is switched off in the configuration".into()),
+    }
+}
+
+/// `airlock install FILE.wasm`: checks that the component loads and copies
+/// it into the user's tool directory as `NAME.wasm`.
+pub(crate) async fn install(file: &Path, config: Config) -> ExitCode {
+    let Some(tools) = airlock_host::config::default_tool_dir() else {
+        return fail("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in");
+    };
+    let checked = match check(file, config).await {
+        Ok(c) => c,
+        Err(e) => return fail(format!("{} does not load: {e}", file.display())),
+    };
+    let target = tools.join(format!("{}.wasm", checked.name));
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => return fail(format!("cannot read {}: {e}", file.display())),
+    };
+    let before = std::fs::read(&target).ok();
+    if before.as_deref() == Some(bytes.as_slice()) {
+        println!(
+            "{} is already installed as {}",
+            checked.name,
+            target.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let written = std::fs::create_dir_all(&tools).and_then(|()| {
+        let tmp = tempfile::NamedTempFile::new_in(&tools)?;
+        std::fs::write(tmp.path(), &bytes)?;
+        tmp.persist(&target).map_err(|e| e.error)?;
+        Ok(())
+    });
+    if let Err(e) = written {
+        return fail(format!("cannot write {}: {e}", target.display()));
+    }
+    println!(
+        "{} {}\n  {}\n  BLAKE3 {}{}",
+        if before.is_some() {
+            "replaced"
+        } else {
+            "installed"
+        },
+        target.display(),
+        checked.summary,
+        blake3_hex(&bytes),
+        checked.warning()
+    );
+    ExitCode::SUCCESS
+}
+
+fn blake3_hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file the SDK crate packages is embedded, so a project built
+    /// from the copy `airlock new` writes is the SDK in this checkout.
+    #[test]
+    fn the_embedded_sdk_is_the_whole_sdk_crate() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk");
+        let mut on_disk = Vec::new();
+        for sub in ["", "src", "wit"] {
+            for entry in std::fs::read_dir(root.join(sub)).unwrap() {
+                let path = entry.unwrap().path();
+                let keep = path.is_file()
+                    && path
+                        .extension()
+                        .is_some_and(|x| x == "rs" || x == "wit" || x == "toml" || x == "md");
+                if keep {
+                    on_disk.push(path.strip_prefix(&root).unwrap().display().to_string());
+                }
+            }
+        }
+        on_disk.sort();
+        let mut embedded: Vec<String> = RUST_SDK.iter().map(|(p, _)| p.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
+        let manifest = RUST_SDK[0].1;
+        assert!(
+            manifest.contains(&format!("version = \"{SDK_VERSION}\""))
+                && !manifest.contains(".workspace"),
+            "sdk/Cargo.toml must stand alone, at the workspace's version"
+        );
+    }
+
+    #[test]
+    fn project_names_are_tool_and_crate_names() {
+        for good in ["wc", "word-count", "t_1"] {
+            assert!(is_project_name(good), "{good}");
+        }
+        for bad in ["", "1wc", "Wc", "a b", "../x", &"x".repeat(65)] {
+            assert!(!is_project_name(bad), "{bad}");
+        }
+    }
+}
