@@ -20,6 +20,9 @@ mod python;
 #[path = "../support/node.rs"]
 mod node;
 
+#[path = "../support/suite.rs"]
+mod suite;
+
 /// The fixture tools, as built by `tests/build.rs`.
 const FIXTURES: [&str; 5] = [
     guests::CONFORMANCE_SIMPLE_TEXT,
@@ -31,7 +34,7 @@ const FIXTURES: [&str; 5] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_passes_every_scenario_for_what_airlock_declares() {
-    let suite = node::suite();
+    let suite = suite::suite();
     let tools = tempfile::tempdir().expect("a temp dir");
     for wasm in FIXTURES {
         let name = Path::new(wasm).file_name().expect("a file name");

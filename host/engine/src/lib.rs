@@ -133,6 +133,11 @@ impl Engine {
             .max_wasm_stack(stack)
             .async_stack_size(stack + (1 << 20))
             .wasm_memory64(false)
+            // The async ABI's builtins (`task.cancel`, `waitable-set.*`,
+            // `subtask.*`): componentize-js's QuickJS backend imports them
+            // by default. Calls stay what they were (no `run_concurrent`),
+            // under the same epoch deadline and limits.
+            .wasm_component_model_async(true)
             .cranelift_opt_level(wasmtime::OptLevel::Speed);
         let slots = limits.pool_slots;
         let engine = if slots == 0 {

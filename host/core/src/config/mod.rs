@@ -276,7 +276,8 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Elements a table may grow to.
     pub table_elements: u32,
-    /// Core instances a call may create.
+    /// Core instances a call may create (default 64: componentize-py's
+    /// output has 14, 38 with `--stub-wasi`; a Rust tool has 3).
     pub instances: u32,
     /// Tables a call may create.
     pub tables: u32,
@@ -325,7 +326,7 @@ impl Default for Limits {
             preflight_timeout_ms: 5_000,
             memory_mib: 256,
             table_elements: 100_000,
-            instances: 32,
+            instances: 64,
             tables: 32,
             memories: 8,
             stdout_bytes: 1 << 20,

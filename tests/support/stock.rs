@@ -1,0 +1,224 @@
+//! Stock components, built in the test run by the languages' own
+//! toolchains from `tests/stock/`: componentize-py (pinned, installed into
+//! the tests' Python environment, see `python.rs`) and jco with both of its
+//! JavaScript engines (`tests/toolchains/package.json` and its lock file,
+//! `npm ci` by the Node of `node.rs`). Each component is rebuilt only when
+//! its source, the WIT or the toolchain pin changed (a record of them is
+//! kept beside it); a file lock keeps two test binaries from building at
+//! once.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The Python toolchain.
+const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// Where the toolchains and the components go.
+const OUT: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/stock");
+
+/// The repository's `tests/`.
+const TESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests");
+
+/// The WIT the components are built against.
+const WIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/wit");
+
+/// jco's JavaScript engines.
+#[derive(Clone, Copy, Debug)]
+pub enum Engine {
+    /// SpiderMonkey (jco's default).
+    StarlingMonkey,
+    /// QuickJS (`--backend qjs`), with the async ABI it uses by default.
+    QuickJs,
+}
+
+/// `tests/stock/python/app.py` built by componentize-py (its defaults).
+pub fn python_tool() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        built("python", |out| {
+            let python = super::python::python();
+            let componentize = componentize_py(python)?;
+            let mut command = Command::new(componentize);
+            command
+                .arg("-d")
+                .arg(WIT)
+                .args(["-w", "tool-component", "componentize", "-p"])
+                .arg(Path::new(TESTS).join("stock/python"))
+                .args(["app", "-o"])
+                .arg(out);
+            Ok(command)
+        })
+        .unwrap_or_else(|message| panic!("{message}"))
+    })
+}
+
+/// `tests/stock/js/tool.js` built by jco with `engine`.
+pub fn js_tool(engine: Engine) -> &'static Path {
+    static STARLINGMONKEY: OnceLock<PathBuf> = OnceLock::new();
+    static QUICKJS: OnceLock<PathBuf> = OnceLock::new();
+    let (once, name, flags): (_, _, &[&str]) = match engine {
+        Engine::StarlingMonkey => (&STARLINGMONKEY, "js-starlingmonkey", &[]),
+        Engine::QuickJs => (&QUICKJS, "js-quickjs", &["--backend", "qjs"]),
+    };
+    once.get_or_init(|| {
+        built(name, |out| {
+            let (node, jco) = jco()?;
+            let mut command = Command::new(node);
+            command
+                .arg(jco)
+                .arg("componentize")
+                .arg(Path::new(TESTS).join("stock/js/tool.js"))
+                .arg("-w")
+                .arg(WIT)
+                .args(["-n", "tool-component"])
+                .args(flags)
+                .arg("-o")
+                .arg(out);
+            Ok(command)
+        })
+        .unwrap_or_else(|message| panic!("{message}"))
+    })
+}
+
+/// Builds `OUT/NAME.wasm` with the command `make` returns, unless the
+/// record beside it says it was built from what is there now.
+fn built(
+    name: &str,
+    make: impl FnOnce(&Path) -> Result<Command, String>,
+) -> Result<PathBuf, String> {
+    let dir = Path::new(OUT);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let lock_path = dir.join(format!("{name}.lock"));
+    let lock = File::create(&lock_path)
+        .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    let out = dir.join(format!("{name}.wasm"));
+    let record_path = dir.join(format!("{name}.built-from"));
+    let record = inputs(name)?;
+    if out.is_file() && std::fs::read(&record_path).is_ok_and(|r| r == record) {
+        return Ok(out);
+    }
+    let _ = std::fs::remove_file(&record_path);
+    let mut command = make(&out)?;
+    let output = command
+        .env("PYTHONNOUSERSITE", "1")
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
+    if !output.status.success() || !out.is_file() {
+        return Err(format!(
+            "building the {name} stock component failed: {}{}",
+            String::from_utf8_lossy(&output.stderr).trim(),
+            String::from_utf8_lossy(&output.stdout).trim()
+        ));
+    }
+    std::fs::write(&record_path, record)
+        .map_err(|e| format!("cannot write {}: {e}", record_path.display()))?;
+    Ok(out)
+}
+
+/// What a component is built from: its source, the WIT and the pins.
+fn inputs(name: &str) -> Result<Vec<u8>, String> {
+    let mut files: Vec<PathBuf> = ["tool.wit", "hook.wit"]
+        .iter()
+        .map(|f| Path::new(WIT).join(f))
+        .collect();
+    files.push(Path::new(TESTS).join(if name == "python" {
+        "stock/python/app.py"
+    } else {
+        "stock/js/tool.js"
+    }));
+    files.push(Path::new(TESTS).join("toolchains/package-lock.json"));
+    let mut record = format!("{name} {COMPONENTIZE_PY}\n").into_bytes();
+    for file in files {
+        record.extend(
+            std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?,
+        );
+    }
+    Ok(record)
+}
+
+/// componentize-py in the tests' environment, installed when missing.
+fn componentize_py(python: &Path) -> Result<PathBuf, String> {
+    let version = COMPONENTIZE_PY.trim_start_matches("componentize-py==");
+    let bin = python.with_file_name("componentize-py");
+    let installed = || {
+        Command::new(python)
+            .args([
+                "-c",
+                &format!(
+                    "import importlib.metadata, sys; \
+                     sys.exit(importlib.metadata.version('componentize-py') != {version:?})"
+                ),
+            ])
+            .env("PYTHONNOUSERSITE", "1")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if installed() && bin.is_file() {
+        return Ok(bin);
+    }
+    let out = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            COMPONENTIZE_PY,
+        ])
+        .env("PYTHONNOUSERSITE", "1")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if !out.status.success() || !bin.is_file() {
+        return Err(format!(
+            "`pip install {COMPONENTIZE_PY}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(bin)
+}
+
+/// Node and jco's command-line entry point, `npm ci`'d from
+/// `tests/toolchains/` when its lock file changed; once per test binary.
+fn jco() -> Result<(PathBuf, PathBuf), String> {
+    static JCO: OnceLock<Result<(PathBuf, PathBuf), String>> = OnceLock::new();
+    JCO.get_or_init(install_jco).clone()
+}
+
+fn install_jco() -> Result<(PathBuf, PathBuf), String> {
+    let node = super::node::node()?;
+    let dir = Path::new(OUT).join("toolchains");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let lock_file = Path::new(TESTS).join("toolchains/package-lock.json");
+    let wanted = std::fs::read(&lock_file)
+        .map_err(|e| format!("cannot read {}: {e}", lock_file.display()))?;
+    let jco = dir.join("node_modules/@bytecodealliance/jco/dist/jco.js");
+    let marker = dir.join("installed-lock.json");
+    if std::fs::read(&marker).is_ok_and(|installed| installed == wanted) && jco.is_file() {
+        return Ok((node.node, jco));
+    }
+    for file in ["package.json", "package-lock.json"] {
+        let from = Path::new(TESTS).join("toolchains").join(file);
+        std::fs::copy(&from, dir.join(file))
+            .map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
+    }
+    let installed = Command::new(&node.node)
+        .arg(&node.npm)
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", node.node.display()))?;
+    if !installed.status.success() || !jco.is_file() {
+        return Err(format!(
+            "`npm ci` of jco in {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&installed.stderr).trim()
+        ));
+    }
+    std::fs::write(&marker, &wanted)
+        .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    Ok((node.node, jco))
+}
