@@ -52,23 +52,6 @@ fn node_wheel(python: &Path) -> Result<PathBuf, String> {
     if let Some(dir) = probe(python) {
         return Ok(dir);
     }
-    let installed = Command::new(python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            NODE_PIN,
-        ])
-        .env("PYTHONNOUSERSITE", "1")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
-    if !installed.status.success() {
-        return Err(format!(
-            "`pip install {NODE_PIN}` failed: {}",
-            String::from_utf8_lossy(&installed.stderr).trim()
-        ));
-    }
+    super::python::pip_install(python, NODE_PIN)?;
     probe(python).ok_or_else(|| format!("{NODE_PIN} was installed but does not import"))
 }

@@ -56,21 +56,7 @@ fn provision(venv: &Path) -> Result<PathBuf, String> {
             last_line(&created)
         ));
     }
-    let installed = run(Command::new(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        PIN,
-    ]))?;
-    if !installed.status.success() {
-        return Err(format!(
-            "`pip install {PIN}` into {} failed: {}",
-            venv.display(),
-            last_line(&installed)
-        ));
-    }
+    pip_install(&python, PIN)?;
     if !imports_the_pin(&python) {
         return Err(format!(
             "{PIN} was installed into {} but does not import",
@@ -79,6 +65,26 @@ fn provision(venv: &Path) -> Result<PathBuf, String> {
     }
     std::fs::write(&marker, PIN).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
     Ok(python)
+}
+
+/// Installs `pin` into the environment whose interpreter is `python`.
+pub fn pip_install(python: &Path, pin: &str) -> Result<(), String> {
+    let installed = run(Command::new(python).args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        pin,
+    ]))?;
+    if !installed.status.success() {
+        return Err(format!(
+            "`pip install {pin}` with {} failed: {}",
+            python.display(),
+            last_line(&installed)
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the environment is complete and still works (its interpreter

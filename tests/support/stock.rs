@@ -1,6 +1,6 @@
 //! Stock components, built in the test run by the languages' own
-//! toolchains from `tests/stock/`: componentize-py (pinned, installed into
-//! the tests' Python environment, see `python.rs`) and jco with both of its
+//! toolchains from `tests/stock/`: componentize-py (`componentize_py.rs`)
+//! and jco with both of its
 //! JavaScript engines (`tests/toolchains/package.json` and its lock file,
 //! `npm ci` by the Node of `node.rs`). Each component is rebuilt only when
 //! its source, the WIT or the toolchain pin changed (a record of them is
@@ -11,9 +11,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-
-/// The Python toolchain.
-const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
 /// Where the toolchains and the components go.
 const OUT: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/stock");
@@ -38,9 +35,7 @@ pub fn python_tool() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         built("python", |out| {
-            let python = super::python::python();
-            let componentize = componentize_py(python)?;
-            let mut command = Command::new(componentize);
+            let mut command = Command::new(super::componentize_py::componentize_py());
             command
                 .arg("-d")
                 .arg(WIT)
@@ -131,54 +126,13 @@ fn inputs(name: &str) -> Result<Vec<u8>, String> {
         "stock/js/tool.js"
     }));
     files.push(Path::new(TESTS).join("toolchains/package-lock.json"));
-    let mut record = format!("{name} {COMPONENTIZE_PY}\n").into_bytes();
+    let mut record = format!("{name} {}\n", super::componentize_py::PIN).into_bytes();
     for file in files {
         record.extend(
             std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?,
         );
     }
     Ok(record)
-}
-
-/// componentize-py in the tests' environment, installed when missing.
-fn componentize_py(python: &Path) -> Result<PathBuf, String> {
-    let version = COMPONENTIZE_PY.trim_start_matches("componentize-py==");
-    let bin = python.with_file_name("componentize-py");
-    let installed = || {
-        Command::new(python)
-            .args([
-                "-c",
-                &format!(
-                    "import importlib.metadata, sys; \
-                     sys.exit(importlib.metadata.version('componentize-py') != {version:?})"
-                ),
-            ])
-            .env("PYTHONNOUSERSITE", "1")
-            .output()
-            .is_ok_and(|out| out.status.success())
-    };
-    if installed() && bin.is_file() {
-        return Ok(bin);
-    }
-    let out = Command::new(python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            COMPONENTIZE_PY,
-        ])
-        .env("PYTHONNOUSERSITE", "1")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
-    if !out.status.success() || !bin.is_file() {
-        return Err(format!(
-            "`pip install {COMPONENTIZE_PY}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(bin)
 }
 
 /// Node and jco's command-line entry point, `npm ci`'d from

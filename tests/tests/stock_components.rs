@@ -17,6 +17,9 @@ mod python;
 #[path = "../support/node.rs"]
 mod node;
 
+#[path = "../support/componentize_py.rs"]
+mod componentize_py;
+
 #[path = "../support/stock.rs"]
 mod stock;
 
@@ -111,4 +114,67 @@ async fn a_stock_quickjs_component_with_the_async_abi_runs_and_is_stopped_by_the
     let component = stock::js_tool(stock::Engine::QuickJs);
     let (airlock, _dir, _ws) = load(component, "jsstock").await;
     answers_then_is_stopped(&airlock, "jsstock").await;
+}
+
+/// The walk-through in `sdk/python/README.md`, built with componentize-py
+/// and called, so it stays true.
+#[tokio::test]
+async fn the_python_sdk_walk_through_builds_and_runs() {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python");
+    let readme = std::fs::read_to_string(sdk.join("README.md")).unwrap();
+    let code = readme
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README has a python block");
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("app.py"), code).unwrap();
+    let wasm = project.path().join("wc.wasm");
+    let built = std::process::Command::new(componentize_py::componentize_py())
+        .arg("-d")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/wit"))
+        .args(["-w", "tool-component", "componentize", "-p"])
+        .arg(project.path())
+        .arg("-p")
+        .arg(&sdk)
+        .args(["app", "-o"])
+        .arg(&wasm)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+
+    let ws = workspace(&[("a.txt", "one\ntwo\n")]);
+    let (airlock, _dir) = with_component(wasm.to_str().unwrap(), workspace_config(ws.path())).await;
+    let entry = airlock.registry().get("wc").expect("it loads");
+    let schema = &entry.descriptor().input_schema;
+    assert_eq!(schema["required"], json!(["files"]), "{schema}");
+    assert_eq!(
+        schema["properties"]["files"]["description"],
+        "Files to count: absolute, or relative to the cwd."
+    );
+    let mut cx = airlock.context();
+    let r = call(
+        &airlock,
+        &mut cx,
+        "wc",
+        json!({"files": ["a.txt"], "total": true}),
+    )
+    .await;
+    assert_eq!(ok_text(&r), "      2 a.txt\n      2 total");
+    let r = call(&airlock, &mut cx, "wc", json!({"files": [""]})).await;
+    let e = err(&r);
+    assert_eq!(e.class, ErrorClass::InvalidInput);
+    assert!(e.message.contains("a file name is empty"), "{}", e.message);
+    let r = call(&airlock, &mut cx, "wc", json!({"files": ["/etc/passwd"]})).await;
+    assert_eq!(err(&r).class, ErrorClass::PermissionDenied);
+    let r = call(&airlock, &mut cx, "wc", json!({"files": ["missing.txt"]})).await;
+    let e = err(&r);
+    assert!(
+        e.message.contains("missing.txt: No such file or directory"),
+        "{e}"
+    );
 }

@@ -2,13 +2,14 @@
 //! `airlock build` turns it into a component, `airlock install` puts a
 //! component where Airlock finds it.
 //!
-//! A Rust project depends on the SDK this binary was built with: its
-//! sources are embedded here and written under the user's data directory
-//! (`airlock/sdk/rust/airlock-sdk-VERSION`), refreshed by every `new` and
-//! `build`, so a project builds outside an Airlock checkout and offline
-//! once its crates are fetched. Nothing is installed globally: `build`
-//! names the toolchain piece that is missing and the one command that
-//! installs it.
+//! A project depends on the SDK this binary was built with: the Rust and
+//! Python SDKs (with the WIT) are embedded here and written under the
+//! user's data directory (`airlock/sdk/LANG/airlock-sdk-VERSION`),
+//! refreshed by every `new` and `build`, so a project builds outside an
+//! Airlock checkout. Rust projects build with cargo for `wasm32-wasip2`,
+//! Python projects with componentize-py. Nothing is installed globally:
+//! `build` names the toolchain piece that is missing and the one command
+//! that installs it.
 
 use airlock_host::{Airlock, Config, LoadError};
 use std::path::{Path, PathBuf};
@@ -30,6 +31,19 @@ const RUST_SDK: &[(&str, &str)] = &[
     ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
 ];
 
+/// The Python SDK's files, and the WIT componentize-py builds against.
+const PYTHON_SDK: &[(&str, &str)] = &[
+    (
+        "airlock_sdk/__init__.py",
+        include_str!("../../../sdk/python/airlock_sdk/__init__.py"),
+    ),
+    ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
+    ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+];
+
+/// The componentize-py release the Python SDK is tested with.
+const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
 /// The SDK's version: the workspace's, which this binary shares.
 const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -38,6 +52,39 @@ const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub(crate) enum Lang {
     /// A Rust crate over `airlock-sdk`, built with cargo for wasm32-wasip2.
     Rust,
+    /// A Python module over `airlock_sdk`, built with componentize-py.
+    Python,
+}
+
+impl Lang {
+    fn dir_name(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+        }
+    }
+
+    fn sdk_files(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Lang::Rust => RUST_SDK,
+            Lang::Python => PYTHON_SDK,
+        }
+    }
+
+    /// The language of the project in `dir`, by its files.
+    fn of_project(dir: &Path) -> Result<Lang, String> {
+        if dir.join("Cargo.toml").is_file() {
+            Ok(Lang::Rust)
+        } else if dir.join("app.py").is_file() {
+            Ok(Lang::Python)
+        } else {
+            Err(format!(
+                "{} has neither a Cargo.toml (Rust) nor an app.py (Python): `airlock build` \
+                 builds the projects `airlock new` makes",
+                dir.display()
+            ))
+        }
+    }
 }
 
 /// Exit code of an author command that failed.
@@ -48,20 +95,20 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(FAILED)
 }
 
-/// Where the embedded Rust SDK is written.
-fn rust_sdk_dir() -> Result<PathBuf, String> {
+/// Where the embedded SDK of `lang` is written.
+fn sdk_dir(lang: Lang) -> Result<PathBuf, String> {
     let tools = airlock_host::config::default_tool_dir()
         .ok_or("there is no data directory (set HOME or XDG_DATA_HOME) to put the SDK in")?;
     let data = tools.parent().unwrap_or(&tools);
-    Ok(data.join(format!("sdk/rust/airlock-sdk-{SDK_VERSION}")))
+    Ok(data.join(format!("sdk/{}/airlock-sdk-{SDK_VERSION}", lang.dir_name())))
 }
 
-/// Writes the embedded Rust SDK where projects find it (only the files
-/// whose contents differ, each replaced atomically), and returns its
+/// Writes the embedded SDK of `lang` where projects find it (only the
+/// files whose contents differ, each replaced atomically), and returns its
 /// directory.
-fn ensure_rust_sdk() -> Result<PathBuf, String> {
-    let dir = rust_sdk_dir()?;
-    for (path, contents) in RUST_SDK {
+fn ensure_sdk(lang: Lang) -> Result<PathBuf, String> {
+    let dir = sdk_dir(lang)?;
+    for (path, contents) in lang.sdk_files() {
         let file = dir.join(path);
         if std::fs::read(&file).is_ok_and(|old| old == contents.as_bytes()) {
             continue;
@@ -103,11 +150,14 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
             dir.display()
         ));
     }
-    let files = match lang {
-        Lang::Rust => match ensure_rust_sdk() {
-            Ok(sdk) => rust_project(name, &sdk),
-            Err(e) => return fail(e),
-        },
+    let files = match (lang, ensure_sdk(lang)) {
+        (_, Err(e)) => return fail(e),
+        (Lang::Rust, Ok(sdk)) => rust_project(name, &sdk),
+        (Lang::Python, Ok(_)) => python_project(name),
+    };
+    let wasm = match lang {
+        Lang::Rust => name.replace('-', "_"),
+        Lang::Python => name.to_string(),
     };
     for (path, contents) in &files {
         let file = dir.join(path);
@@ -123,8 +173,7 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
         "created the {lang:?} tool {name} in {}\n\nnext:\n    airlock build {}\n    airlock install {}",
         dir.display(),
         dir.display(),
-        dir.join(format!("{}.wasm", name.replace('-', "_")))
-            .display(),
+        dir.join(format!("{wasm}.wasm")).display(),
     );
     ExitCode::SUCCESS
 }
@@ -202,37 +251,61 @@ export_tool!(Words);
     ]
 }
 
-/// `airlock build [DIR]`: builds the project in `dir` to `DIR/NAME.wasm`
-/// and checks that Airlock loads it.
+/// The files of a new Python tool project.
+fn python_project(name: &str) -> Vec<(&'static str, String)> {
+    let app = format!(
+        r#""""`{name}`: an Airlock tool. `airlock build` makes it a component with
+componentize-py, and `airlock install {name}.wasm` puts it where Airlock
+finds it."""
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from airlock_sdk import Context, Flags, Output, export, tool
+
+
+@dataclass
+class Input:
+    """Input of `{name}`. Annotations become the schema the model sees."""
+    text: Annotated[str, "The text to count the words of."]
+
+
+@tool(name="{name}", description="Counts the words in a text.",
+      flags=Flags.READ_ONLY | Flags.CONCURRENCY_SAFE | Flags.IDEMPOTENT)
+def count(input: Input, cx: Context) -> Output:
+    return Output.text(f"{{len(input.text.split())}} words")
+
+
+Tool = export(count)
+"#
+    );
+    vec![
+        ("app.py", app),
+        (".gitignore", "/*.wasm\n__pycache__/\n".into()),
+    ]
+}
+
+/// `airlock build [DIR]`: builds the project in `dir` to a component in
+/// `dir` and checks that Airlock loads it.
 pub(crate) async fn build(dir: &Path, config: Config) -> ExitCode {
-    if !dir.join("Cargo.toml").is_file() {
-        return fail(format!(
-            "{} has no Cargo.toml: `airlock build` builds the Rust tool projects `airlock new \
-             --lang rust` makes",
-            dir.display()
-        ));
-    }
-    if let Err(e) = rust_toolchain(dir) {
-        return fail(e);
-    }
-    if let Err(e) = ensure_rust_sdk() {
-        return fail(e);
-    }
-    let built = match cargo_build(dir) {
+    let lang = match Lang::of_project(dir) {
+        Ok(lang) => lang,
+        Err(e) => return fail(e),
+    };
+    let sdk = match ensure_sdk(lang) {
+        Ok(sdk) => sdk,
+        Err(e) => return fail(e),
+    };
+    let built = match lang {
+        Lang::Rust => rust_toolchain(dir)
+            .and_then(|()| cargo_build(dir))
+            .and_then(|built| copy_into(dir, &built)),
+        Lang::Python => componentize_py(dir, &sdk),
+    };
+    let out = match built {
         Ok(path) => path,
         Err(e) => return fail(e),
     };
-    let Some(file_name) = built.file_name() else {
-        return fail(format!("cargo built {}, not a file", built.display()));
-    };
-    let out = dir.join(file_name);
-    if let Err(e) = std::fs::copy(&built, &out) {
-        return fail(format!(
-            "cannot copy {} to {}: {e}",
-            built.display(),
-            out.display()
-        ));
-    }
     match check(&out, config).await {
         Ok(loaded) => {
             println!(
@@ -250,6 +323,63 @@ pub(crate) async fn build(dir: &Path, config: Config) -> ExitCode {
             out.display()
         )),
     }
+}
+
+/// Copies the component cargo built into the project's directory.
+fn copy_into(dir: &Path, built: &Path) -> Result<PathBuf, String> {
+    let name = built
+        .file_name()
+        .ok_or_else(|| format!("cargo built {}, not a file", built.display()))?;
+    let out = dir.join(name);
+    std::fs::copy(built, &out)
+        .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), out.display()))?;
+    Ok(out)
+}
+
+/// Builds the Python project in `dir` (its `app.py`, with the SDK at
+/// `sdk`) with componentize-py, to `dir/NAME.wasm` (NAME: the directory's).
+fn componentize_py(dir: &Path, sdk: &Path) -> Result<PathBuf, String> {
+    let missing = format!(
+        "componentize-py is not installed (Airlock's Python tools are built with it); \
+         install it with:\n\n    python3 -m pip install {COMPONENTIZE_PY}"
+    );
+    let version = Command::new("componentize-py")
+        .arg("--version")
+        .output()
+        .map_err(|_| missing.clone())?;
+    if !version.status.success() {
+        return Err(missing);
+    }
+    let wanted = COMPONENTIZE_PY.trim_start_matches("componentize-py==");
+    let found = String::from_utf8_lossy(&version.stdout);
+    if !found.contains(wanted) {
+        eprintln!(
+            "airlock: note: the Python SDK is tested with componentize-py {wanted}, this is {}",
+            found.trim()
+        );
+    }
+    let absolute = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let name = absolute
+        .file_name()
+        .map_or_else(|| "tool".into(), |n| n.to_string_lossy().into_owned());
+    let out = absolute.join(format!("{name}.wasm"));
+    let status = Command::new("componentize-py")
+        .arg("-d")
+        .arg(sdk.join("wit"))
+        .args(["-w", "tool-component", "componentize", "-p"])
+        .arg(&absolute)
+        .arg("-p")
+        .arg(sdk)
+        .args(["app", "-o"])
+        .arg(&out)
+        .current_dir(&absolute)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run componentize-py: {e}"))?;
+    if !status.success() {
+        return Err("componentize-py could not build the tool (its errors are above)".into());
+    }
+    Ok(out)
 }
 
 /// Checks for cargo and the wasm32-wasip2 target, saying how to install
@@ -451,6 +581,20 @@ mod tests {
             }
         }
         on_disk.sort();
+        let python = root.join("python/airlock_sdk");
+        for entry in std::fs::read_dir(&python).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "py") {
+                let embedded = format!(
+                    "airlock_sdk/{}",
+                    path.file_name().unwrap().to_string_lossy()
+                );
+                assert!(
+                    PYTHON_SDK.iter().any(|(p, _)| *p == embedded),
+                    "{embedded} is not embedded"
+                );
+            }
+        }
         let mut embedded: Vec<String> = RUST_SDK.iter().map(|(p, _)| p.to_string()).collect();
         embedded.sort();
         assert_eq!(embedded, on_disk);

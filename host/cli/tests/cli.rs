@@ -5,6 +5,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "../../../tests/support/python.rs"]
+mod python;
+
+#[path = "../../../tests/support/componentize_py.rs"]
+mod componentize_py;
+
 /// The `airlock` binary with `args`, HOME set to `home`, and none of the
 /// user's configuration in its environment.
 fn command(home: &Path, args: &[&str]) -> Command {
@@ -851,6 +857,54 @@ fn build_names_the_missing_toolchain_and_how_to_install_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("rustup target add wasm32-wasip2"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_python_tool_goes_from_new_to_a_call_outside_the_repository() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let venv_bin = componentize_py::componentize_py()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(venv_bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        command(home.path(), args)
+            .current_dir(work.path())
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["new", "--lang", "python", "word-count"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("airlock install word-count/word-count.wasm"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["build", "word-count"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["install", "word-count/word-count.wasm"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["call", "word-count", r#"{"text": "one two three four"}"#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "4 words");
+
+    // Without componentize-py, build says how to install it.
+    let out = command(home.path(), &["build", "word-count"])
+        .current_dir(work.path())
+        .env("PATH", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("python3 -m pip install componentize-py==0.25.1"),
         "{}",
         text(&out.stderr)
     );
