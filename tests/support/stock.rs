@@ -137,7 +137,7 @@ fn inputs(name: &str) -> Result<Vec<u8>, String> {
 
 /// Node and jco's command-line entry point, `npm ci`'d from
 /// `tests/toolchains/` when its lock file changed; once per test binary.
-fn jco() -> Result<(PathBuf, PathBuf), String> {
+pub fn jco() -> Result<(PathBuf, PathBuf), String> {
     static JCO: OnceLock<Result<(PathBuf, PathBuf), String>> = OnceLock::new();
     JCO.get_or_init(install_jco).clone()
 }

@@ -116,19 +116,26 @@ async fn a_stock_quickjs_component_with_the_async_abi_runs_and_is_stopped_by_the
     answers_then_is_stopped(&airlock, "jsstock").await;
 }
 
+/// The first `lang` code block of the README in `sdk`, as the file `name`
+/// of a new project directory.
+fn readme_project(sdk: &Path, lang: &str, name: &str) -> tempfile::TempDir {
+    let readme = std::fs::read_to_string(sdk.join("README.md")).unwrap();
+    let code = readme
+        .split(&format!("```{lang}\n"))
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap_or_else(|| panic!("the README has a {lang} block"));
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join(name), code).unwrap();
+    project
+}
+
 /// The walk-through in `sdk/python/README.md`, built with componentize-py
 /// and called, so it stays true.
 #[tokio::test]
 async fn the_python_sdk_walk_through_builds_and_runs() {
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python");
-    let readme = std::fs::read_to_string(sdk.join("README.md")).unwrap();
-    let code = readme
-        .split("```python\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the README has a python block");
-    let project = tempfile::tempdir().unwrap();
-    std::fs::write(project.path().join("app.py"), code).unwrap();
+    let project = readme_project(&sdk, "python", "app.py");
     let wasm = project.path().join("wc.wasm");
     let built = std::process::Command::new(componentize_py::componentize_py())
         .arg("-d")
@@ -177,4 +184,67 @@ async fn the_python_sdk_walk_through_builds_and_runs() {
         e.message.contains("missing.txt: No such file or directory"),
         "{e}"
     );
+}
+
+/// The walk-through in `sdk/js/README.md`, built with jco against the SDK
+/// and called, so it stays true.
+#[tokio::test]
+async fn the_js_sdk_walk_through_builds_and_runs() {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/js");
+    let project = readme_project(&sdk, "js", "tool.js");
+    let modules = project.path().join("node_modules");
+    std::fs::create_dir_all(&modules).unwrap();
+    std::os::unix::fs::symlink(&sdk, modules.join("airlock-sdk")).unwrap();
+    let (node, jco) = stock::jco().unwrap_or_else(|e| panic!("{e}"));
+    let wasm = project.path().join("upper.wasm");
+    let built = std::process::Command::new(node)
+        .arg(jco)
+        .arg("componentize")
+        .arg(project.path().join("tool.js"))
+        .arg("-w")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/wit"))
+        .args(["-n", "tool-component", "--bundle", "--bundle-config"])
+        .arg(sdk.join("bundle.config.js"))
+        .arg("-o")
+        .arg(&wasm)
+        .current_dir(project.path())
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+
+    let (airlock, _dir) = with_component(wasm.to_str().unwrap(), config()).await;
+    let entry = airlock.registry().get("upper").expect("it loads");
+    assert!(
+        entry
+            .descriptor()
+            .flags
+            .contains(airlock_host::SafetyFlags::READ_ONLY)
+    );
+    let mut cx = airlock.context();
+    let r = call(
+        &airlock,
+        &mut cx,
+        "upper",
+        json!({"text": "hi", "times": 2}),
+    )
+    .await;
+    assert_eq!(ok_text(&r), "HI HI");
+    let r = call(&airlock, &mut cx, "upper", json!({"text": " "})).await;
+    let e = err(&r);
+    assert_eq!(e.class, ErrorClass::InvalidInput);
+    assert!(e.message.contains("the text is blank"), "{}", e.message);
+    let r = call(
+        &airlock,
+        &mut cx,
+        "upper",
+        json!({"text": "x", "times": 20000}),
+    )
+    .await;
+    let e = err(&r);
+    assert_eq!(e.class, ErrorClass::InvalidInput);
+    assert!(e.message.contains("over 10000 characters"), "{}", e.message);
 }

