@@ -3,12 +3,13 @@
 //! component where Airlock finds it.
 //!
 //! A project depends on the SDK this binary was built with: the Rust,
-//! Python and JavaScript SDKs (with the WIT) are embedded here and written under the
-//! user's data directory (`airlock/sdk/LANG/airlock-sdk-VERSION`),
-//! refreshed by every `new` and `build`, so a project builds outside an
-//! Airlock checkout. Rust projects build with cargo for `wasm32-wasip2`,
-//! Python projects with componentize-py, JavaScript projects with jco (a
-//! dev dependency of the project, installed into it by npm). Nothing is installed globally:
+//! Python and JavaScript SDKs (with the WIT) are embedded here and written
+//! under the user's data directory (`airlock/sdk/LANG/airlock-sdk-VERSION`,
+//! which no writable grant may reach), refreshed by every `new` and
+//! `build`, so a project builds outside an Airlock checkout. Rust projects
+//! build with cargo for `wasm32-wasip2`, Python projects with
+//! componentize-py, JavaScript projects with jco (a dev dependency of the
+//! project, installed into it by npm). Nothing is installed globally:
 //! `build` names the toolchain piece that is missing and the one command
 //! that installs it.
 
@@ -73,6 +74,14 @@ pub(crate) enum Lang {
 }
 
 impl Lang {
+    fn display_name(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::Js => "JavaScript",
+        }
+    }
+
     fn dir_name(self) -> &'static str {
         match self {
             Lang::Rust => "rust",
@@ -117,10 +126,9 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 
 /// Where the embedded SDK of `lang` is written.
 fn sdk_dir(lang: Lang) -> Result<PathBuf, String> {
-    let tools = airlock_host::config::default_tool_dir()
+    let sdks = airlock_host::config::default_sdk_dir()
         .ok_or("there is no data directory (set HOME or XDG_DATA_HOME) to put the SDK in")?;
-    let data = tools.parent().unwrap_or(&tools);
-    Ok(data.join(format!("sdk/{}/airlock-sdk-{SDK_VERSION}", lang.dir_name())))
+    Ok(sdks.join(format!("{}/airlock-sdk-{SDK_VERSION}", lang.dir_name())))
 }
 
 /// Writes the embedded SDK of `lang` where projects find it (only the
@@ -191,7 +199,8 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
         }
     }
     println!(
-        "created the {lang:?} tool {name} in {}\n\nnext:\n    airlock build {}\n    airlock install {}",
+        "created the {} tool {name} in {}\n\nnext:\n    airlock build {}\n    airlock install {}",
+        lang.display_name(),
         dir.display(),
         dir.display(),
         dir.join(format!("{wasm}.wasm")).display(),

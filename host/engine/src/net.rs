@@ -35,8 +35,8 @@ impl NetHooks {
     }
 
     /// Why the call's first refused request was refused: the request's
-    /// origin (no path or query, which may carry what the guest should not
-    /// have sent), the reason, and how it could be granted.
+    /// origin (scheme, host and port), the reason, and how it could be
+    /// granted.
     pub(crate) fn refused(&self) -> Option<&str> {
         self.refused.as_deref()
     }
@@ -73,11 +73,14 @@ impl WasiHttpHooks for NetHooks {
         if let Err(reason) = &verdict {
             tracing::info!(tool = %self.tool, uri = %request.uri(), %reason, "outgoing request refused");
             if self.refused.is_none() {
+                // Scheme, host and port: never the userinfo, path or query,
+                // which may carry what the guest should not have sent.
                 let uri = request.uri();
                 let origin = format!(
-                    "{}://{}",
+                    "{}://{}{}",
                     uri.scheme_str().unwrap_or("http"),
-                    uri.authority().map_or("", |a| a.as_str())
+                    uri.host().unwrap_or(""),
+                    uri.port().map(|p| format!(":{p}")).unwrap_or_default()
                 );
                 self.refused = Some(format!(
                     "Airlock refused the tool's {} request to {origin}: {reason}",

@@ -29,7 +29,7 @@ pub use airlock_mcp_client as mcp_client;
 pub mod config {
     pub use airlock_core::config::{
         ConfigError, HostPath, McpServerConfig, MountConfig, ToolConfig, ToolSearchMode,
-        approvals_file, default_cache_dir, default_tool_dir, hooks, settings,
+        approvals_file, default_cache_dir, default_sdk_dir, default_tool_dir, hooks, settings,
     };
 }
 

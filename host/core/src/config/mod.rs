@@ -411,6 +411,9 @@ impl Config {
         let mut tool_dirs = self.tool_dirs.clone().unwrap_or_default();
         tool_dirs.extend(default_tool_dir());
         paths.extend(tool_dirs.into_iter().map(|d| dir("a tool directory", d)));
+        // What `airlock build` compiles into tools (a build script added
+        // there would run on the host).
+        paths.extend(default_sdk_dir().map(|d| dir("the SDKs `airlock build` uses", d)));
         paths.extend(
             self.effective_cache_dir()
                 .into_iter()
@@ -482,6 +485,13 @@ pub fn default_tool_dir() -> Option<PathBuf> {
     user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/tools"))
 }
 
+/// Where `airlock new` and `airlock build` put the SDKs a tool project
+/// depends on: `$XDG_DATA_HOME/airlock/sdk`, or `~/.local/share/airlock/sdk`.
+/// No writable grant may reach it.
+pub fn default_sdk_dir() -> Option<PathBuf> {
+    user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/sdk"))
+}
+
 pub(crate) fn user_dir(xdg_var: &str, fallback: &str) -> Option<PathBuf> {
     std::env::var_os(xdg_var)
         .map(PathBuf::from)
@@ -494,6 +504,16 @@ mod tests {
     use super::hooks::HookSpec;
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_sdks_airlock_build_compiles_are_airlocks_own_state() {
+        let sdks = default_sdk_dir().expect("tests run with HOME set");
+        let paths = Config::default().host_paths();
+        assert!(
+            paths.iter().any(|p| p.path == sdks && p.is_dir),
+            "{paths:?}"
+        );
+    }
 
     #[test]
     fn defaults_are_safe() {
