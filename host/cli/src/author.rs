@@ -324,9 +324,9 @@ fn js_project(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
         "dependencies": {
             "airlock-sdk": format!("file:{}", sdk.display()),
         },
+        // jco brings the componentize-js it builds with.
         "devDependencies": {
             "@bytecodealliance/jco": "1.35.0",
-            "@bytecodealliance/componentize-js": "0.23.0",
         },
         // jco 1.35 fails as installed with a newer shim.
         "overrides": {

@@ -28,6 +28,7 @@ import errno
 import json
 import os
 import typing
+from types import UnionType
 from typing import Any, Callable, Optional
 
 __all__ = [
@@ -251,8 +252,7 @@ def _describe_type(tp: Any) -> tuple[dict, bool]:
     optional = False
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) \
-            and type(None) in args:
+    if origin in (typing.Union, UnionType) and type(None) in args:
         rest = [a for a in args if a is not type(None)]
         optional = True
         tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
@@ -313,7 +313,7 @@ def _build(tp: Any, value: Any) -> Any:
     if typing.get_origin(tp) is typing.Annotated:
         tp = typing.get_args(tp)[0]
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if typing.get_origin(tp) in (typing.Union, UnionType):
         return None if value is None else _build(args[0], value) if len(args) == 1 else value
     if dataclasses.is_dataclass(tp) and isinstance(value, dict):
         hints = typing.get_type_hints(tp, include_extras=True)
