@@ -10,7 +10,7 @@ guest_target := "target/guests"
 default:
     @just --list
 
-# Build every tool in guest-tools/ to wasm32-wasip2 (release, size-optimised) and install it where airlock finds it.
+# Build every tool in guest-tools/ (Rust to wasm32-wasip2, release, size-optimised; Python with componentize-py; JavaScript with jco) and install it where airlock finds it.
 build-guests:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -27,7 +27,14 @@ build-guests:
         name="$(basename "$wasm")"
         cp "$wasm" "{{tools_dir}}/${name#airlock_tool_}"
     done
-    echo "installed $(ls {{guest_target}}/wasm32-wasip2/guest/airlock_tool_*.wasm | wc -l) tools in {{tools_dir}}"
+    echo "installed $(ls {{guest_target}}/wasm32-wasip2/guest/airlock_tool_*.wasm | wc -l) Rust tools in {{tools_dir}}"
+    # The Python and JavaScript tools, built as a tool author builds one
+    # (componentize-py and jco; `airlock build` names what is missing).
+    for project in guest-tools/*/; do
+        [ -f "$project/Cargo.toml" ] && continue
+        cargo run -q -p airlock-cli -- build "$project"
+        cargo run -q -p airlock-cli -- install "$project/$(basename "$project").wasm"
+    done
 
 # Run the test suites (the README's test command).
 test:

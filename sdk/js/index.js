@@ -34,7 +34,8 @@ function wireFlags(flags) {
 
 /** A failed call: `kind` is a WIT tool-error case (`invalid-input`,
  * `not-found`, `permission-denied`, `conflict`, `cancelled`, `timeout`,
- * `failed`); write the message for the model. */
+ * `failed`, or `io` with the errno name in `code`, as `FileError` from
+ * `airlock-sdk/files` makes); write the message for the model. */
 export class ToolError extends Error {
   constructor(kind, message) {
     super(message);
@@ -105,6 +106,9 @@ export class Context {
 }
 
 function wireError(e) {
+  if (e instanceof ToolError && e.kind === "io") {
+    return { tag: "io", val: { code: e.code ?? "EIO", message: e.message } };
+  }
   if (e instanceof ToolError) return { tag: e.kind, val: e.message };
   return { tag: "failed", val: `${e?.name ?? "Error"}: ${e?.message ?? String(e)}` };
 }

@@ -1,11 +1,13 @@
-//! Stock components, built in the test run by the languages' own
-//! toolchains from `tests/stock/`: componentize-py (`componentize_py.rs`)
-//! and jco with both of its
-//! JavaScript engines (`tests/toolchains/package.json` and its lock file,
-//! `npm ci` by the Node of `node.rs`). Each component is rebuilt only when
-//! its source, the WIT or the toolchain pin changed (a record of them is
-//! kept beside it); a file lock keeps two test binaries from building at
-//! once.
+//! Components built in the test run by the languages' own toolchains:
+//! the stock ones from `tests/stock/` (no SDK) and the first-party Python
+//! and JavaScript tools from `guest-tools/` (over the SDKs, with the
+//! commands `airlock build` runs). The toolchains: componentize-py
+//! (`componentize_py.rs`) and jco with both of its JavaScript engines
+//! (`tests/toolchains/package.json` and its lock file, `npm ci` by the Node
+//! of `node.rs`, which also brings the JavaScript tools' dependencies).
+//! Each component is rebuilt only when its sources, the WIT or the
+//! toolchain pins changed (a record of them is kept beside it); a file lock
+//! keeps two test binaries from building at once.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,12 @@ const TESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests");
 /// The WIT the components are built against.
 const WIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/wit");
 
+/// The SDKs.
+const SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
+
+/// The first-party tools.
+const GUEST_TOOLS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-tools");
+
 /// jco's JavaScript engines.
 #[derive(Clone, Copy, Debug)]
 pub enum Engine {
@@ -34,7 +42,8 @@ pub enum Engine {
 pub fn python_tool() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        built("python", |out| {
+        let sources = [Path::new(TESTS).join("stock/python/app.py")];
+        built("python", &sources, |out| {
             let mut command = Command::new(super::componentize_py::componentize_py());
             command
                 .arg("-d")
@@ -58,7 +67,8 @@ pub fn js_tool(engine: Engine) -> &'static Path {
         Engine::QuickJs => (&QUICKJS, "js-quickjs", &["--backend", "qjs"]),
     };
     once.get_or_init(|| {
-        built(name, |out| {
+        let sources = [Path::new(TESTS).join("stock/js/tool.js")];
+        built(name, &sources, |out| {
             let (node, jco) = jco()?;
             let mut command = Command::new(node);
             command
@@ -67,7 +77,7 @@ pub fn js_tool(engine: Engine) -> &'static Path {
                 .arg(Path::new(TESTS).join("stock/js/tool.js"))
                 .arg("-w")
                 .arg(WIT)
-                .args(["-n", "tool-component"])
+                .args(["-n", "tool-component-with-files"])
                 .args(flags)
                 .arg("-o")
                 .arg(out);
@@ -77,10 +87,123 @@ pub fn js_tool(engine: Engine) -> &'static Path {
     })
 }
 
-/// Builds `OUT/NAME.wasm` with the command `make` returns, unless the
-/// record beside it says it was built from what is there now.
+/// `guest-tools/python`, the `python` tool, built as `airlock build`
+/// builds it.
+pub fn python_repl() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let project = Path::new(GUEST_TOOLS).join("python");
+        let sources = [
+            project.join("app.py"),
+            Path::new(SDK).join("python/airlock_sdk/__init__.py"),
+        ];
+        built("python-repl", &sources, |out| {
+            Ok(python_sdk_build(&project, out))
+        })
+        .unwrap_or_else(|message| panic!("{message}"))
+    })
+}
+
+/// The command `airlock build` runs for the Python SDK project in
+/// `project` (its `app.py`), writing `out`.
+pub fn python_sdk_build(project: &Path, out: &Path) -> Command {
+    let mut command = Command::new(super::componentize_py::componentize_py());
+    command
+        .arg("-d")
+        .arg(WIT)
+        .args(["-w", "tool-component", "componentize", "-p"])
+        .arg(project)
+        .arg("-p")
+        .arg(Path::new(SDK).join("python"))
+        .args(["app", "-o"])
+        .arg(out);
+    command
+}
+
+/// `guest-tools/json_query`, the `json_query` tool, built as `airlock
+/// build` builds it, in a copy of the project whose `node_modules` holds
+/// the SDK and the toolchain's copy of its dependency (`jmespath`, pinned
+/// alike in both `package.json` files).
+pub fn json_query() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let project = Path::new(GUEST_TOOLS).join("json_query");
+        let sdk = Path::new(SDK).join("js");
+        let sources = [
+            project.join("tool.js"),
+            project.join("package.json"),
+            sdk.join("index.js"),
+            sdk.join("files.js"),
+        ];
+        built("json_query", &sources, |out| {
+            let (_, jco) = jco()?;
+            let pin = |file: &Path| -> Result<String, String> {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                let json: serde_json::Value =
+                    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+                Ok(json["dependencies"]["jmespath"].to_string())
+            };
+            let toolchains = Path::new(TESTS).join("toolchains/package.json");
+            if pin(&project.join("package.json"))? != pin(&toolchains)? {
+                return Err(format!(
+                    "guest-tools/json_query/package.json and {} pin different jmespath versions",
+                    toolchains.display()
+                ));
+            }
+            let copy = Path::new(OUT).join("json_query-project");
+            let _ = std::fs::remove_dir_all(&copy);
+            let modules = copy.join("node_modules");
+            std::fs::create_dir_all(&modules)
+                .map_err(|e| format!("cannot create {}: {e}", modules.display()))?;
+            std::fs::copy(project.join("tool.js"), copy.join("tool.js"))
+                .map_err(|e| format!("cannot copy tool.js: {e}"))?;
+            let installed = jco
+                .ancestors()
+                .nth(4)
+                .expect("node_modules/@bytecodealliance/jco/dist/jco.js");
+            let link = |from: &Path, name: &str| {
+                std::os::unix::fs::symlink(from, modules.join(name))
+                    .map_err(|e| format!("cannot link {name}: {e}"))
+            };
+            link(&sdk, "airlock-sdk")?;
+            link(&installed.join("jmespath"), "jmespath")?;
+            js_sdk_build(&copy, out)
+        })
+        .unwrap_or_else(|message| panic!("{message}"))
+    })
+}
+
+/// The command `airlock build` runs for the JavaScript SDK project in
+/// `project` (its `tool.js`, with `airlock-sdk` in its `node_modules`),
+/// writing `out`.
+pub fn js_sdk_build(project: &Path, out: &Path) -> Result<Command, String> {
+    let (node, jco) = jco()?;
+    let mut command = Command::new(node);
+    command
+        .arg(jco)
+        .arg("componentize")
+        .arg(project.join("tool.js"))
+        .arg("-w")
+        .arg(WIT)
+        .args([
+            "-n",
+            "tool-component-with-files",
+            "--bundle",
+            "--bundle-config",
+        ])
+        .arg(Path::new(SDK).join("js/bundle.config.js"))
+        .arg("-o")
+        .arg(out)
+        .current_dir(project);
+    Ok(command)
+}
+
+/// Builds `OUT/NAME.wasm` from `sources` with the command `make` returns,
+/// unless the record beside it says it was built from what is there now.
 fn built(
     name: &str,
+    sources: &[PathBuf],
     make: impl FnOnce(&Path) -> Result<Command, String>,
 ) -> Result<PathBuf, String> {
     let dir = Path::new(OUT);
@@ -92,7 +215,7 @@ fn built(
         .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
     let out = dir.join(format!("{name}.wasm"));
     let record_path = dir.join(format!("{name}.built-from"));
-    let record = inputs(name)?;
+    let record = inputs(name, sources)?;
     if out.is_file() && std::fs::read(&record_path).is_ok_and(|r| r == record) {
         return Ok(out);
     }
@@ -114,17 +237,13 @@ fn built(
     Ok(out)
 }
 
-/// What a component is built from: its source, the WIT and the pins.
-fn inputs(name: &str) -> Result<Vec<u8>, String> {
+/// What a component is built from: its sources, the WIT and the pins.
+fn inputs(name: &str, sources: &[PathBuf]) -> Result<Vec<u8>, String> {
     let mut files: Vec<PathBuf> = ["tool.wit", "hook.wit"]
         .iter()
         .map(|f| Path::new(WIT).join(f))
         .collect();
-    files.push(Path::new(TESTS).join(if name == "python" {
-        "stock/python/app.py"
-    } else {
-        "stock/js/tool.js"
-    }));
+    files.extend_from_slice(sources);
     files.push(Path::new(TESTS).join("toolchains/package-lock.json"));
     let mut record = format!("{name} {}\n", super::componentize_py::PIN).into_bytes();
     for file in files {

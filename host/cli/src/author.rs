@@ -31,6 +31,25 @@ const RUST_SDK: &[(&str, &str)] = &[
     ("src/output.rs", include_str!("../../../sdk/src/output.rs")),
     ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
     ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+    WIT_DEPS[0],
+    WIT_DEPS[1],
+    WIT_DEPS[2],
+];
+
+/// The WASI packages the WIT's `tool-component-with-files` world names.
+const WIT_DEPS: [(&str, &str); 3] = [
+    (
+        "wit/deps/io.wit",
+        include_str!("../../../sdk/wit/deps/io.wit"),
+    ),
+    (
+        "wit/deps/clocks.wit",
+        include_str!("../../../sdk/wit/deps/clocks.wit"),
+    ),
+    (
+        "wit/deps/filesystem.wit",
+        include_str!("../../../sdk/wit/deps/filesystem.wit"),
+    ),
 ];
 
 /// The Python SDK's files, and the WIT componentize-py builds against.
@@ -41,11 +60,17 @@ const PYTHON_SDK: &[(&str, &str)] = &[
     ),
     ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
     ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+    WIT_DEPS[0],
+    WIT_DEPS[1],
+    WIT_DEPS[2],
 ];
 
 /// The JavaScript SDK's files, and the WIT jco builds against.
 const JS_SDK: &[(&str, &str)] = &[
     ("index.js", include_str!("../../../sdk/js/index.js")),
+    ("files.js", include_str!("../../../sdk/js/files.js")),
+    ("index.d.ts", include_str!("../../../sdk/js/index.d.ts")),
+    ("files.d.ts", include_str!("../../../sdk/js/files.d.ts")),
     ("package.json", include_str!("../../../sdk/js/package.json")),
     ("README.md", include_str!("../../../sdk/js/README.md")),
     (
@@ -54,6 +79,9 @@ const JS_SDK: &[(&str, &str)] = &[
     ),
     ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
     ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+    WIT_DEPS[0],
+    WIT_DEPS[1],
+    WIT_DEPS[2],
 ];
 
 /// The componentize-py release the Python SDK is tested with.
@@ -453,7 +481,12 @@ fn jco(dir: &Path, sdk: &Path) -> Result<PathBuf, String> {
         .arg(absolute.join("tool.js"))
         .arg("-w")
         .arg(sdk.join("wit"))
-        .args(["-n", "tool-component", "--bundle", "--bundle-config"])
+        .args([
+            "-n",
+            "tool-component-with-files",
+            "--bundle",
+            "--bundle-config",
+        ])
         .arg(sdk.join("bundle.config.js"))
         .arg("-o")
         .arg(&out)
@@ -710,7 +743,7 @@ mod tests {
     fn the_embedded_sdk_is_the_whole_sdk_crate() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk");
         let mut on_disk = Vec::new();
-        for sub in ["", "src", "wit"] {
+        for sub in ["", "src", "wit", "wit/deps"] {
             for entry in std::fs::read_dir(root.join(sub)).unwrap() {
                 let path = entry.unwrap().path();
                 let keep = path.is_file()

@@ -1,6 +1,10 @@
 // A stock JavaScript tool for the sandbox tests, built by jco with each of
-// its engines (StarlingMonkey, QuickJS). Modes: `upper` (the text in
-// capitals), `spin` (never returns).
+// its engines (StarlingMonkey, QuickJS) for the `tool-component-with-files`
+// world. It claims to be read-only. Modes: `upper` (the text in capitals),
+// `spin` (never returns), `write` (creates `path` through wasi:filesystem
+// itself, and fails with WASI's error code when it cannot).
+
+import { getDirectories } from "wasi:filesystem/preopens@0.2.12";
 
 const FLAGS = {
   readOnly: true, concurrencySafe: true, destructive: false, idempotent: true,
@@ -18,7 +22,9 @@ export const tool = {
       prompt: "Test tool.",
       inputSchema: JSON.stringify({
         type: "object",
-        properties: { mode: { enum: ["upper", "spin"] }, text: { type: "string" } },
+        properties: {
+          mode: { enum: ["upper", "spin", "write"] }, text: { type: "string" }, path: { type: "string" },
+        },
         required: ["mode"],
         additionalProperties: false,
       }),
@@ -28,7 +34,7 @@ export const tool = {
       preflight: { classify: false, validate: false, checkPermissions: false },
       deferLoading: false,
       maxResultSize: 10000,
-      capabilities: { workspace: "none", networkHosts: [], envVars: [] },
+      capabilities: { workspace: "read", networkHosts: [], envVars: [] },
       version: "0.1.0",
     };
   },
@@ -36,8 +42,17 @@ export const tool = {
   validate(input, context) { return undefined; },
   checkPermissions(input, context) { return { tag: "passthrough" }; },
   call(input, context) {
-    const { mode, text } = JSON.parse(input);
+    const { mode, text, path } = JSON.parse(input);
     if (mode === "spin") { for (;;) {} }
+    if (mode === "write") {
+      const [dir, root] = getDirectories().find(([, root]) => path.startsWith(root + "/"));
+      try {
+        dir.openAt({ symlinkFollow: false }, path.slice(root.length + 1),
+          { create: true, truncate: true }, { write: true });
+      } catch (e) {
+        throw { tag: "failed", val: `the write was refused: ${e.payload}` };
+      }
+    }
     return {
       content: [{ tag: "text", val: (text ?? "").toUpperCase() }],
       structured: undefined, messages: [], changes: [], metadata: undefined,
