@@ -258,6 +258,17 @@ def main():
             value = json.loads(line[len("RESULT "):])
             live[value["figure"]] = value
 
+    # Tools in each language (stock components, built on first use by
+    # componentize-py and jco) against the bundled Rust `sleep`.
+    langs = {}
+    out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "languages", "--", "--noplot"],
+              capture=True)
+    COMMANDS.append("cargo bench -p airlock-host --bench languages -- --noplot")
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            value = json.loads(line[len("RESULT "):])
+            langs[value["figure"]] = value
+
     run(["cargo", "build", "--release", "-p", "airlock-cli"])
     run(["cargo", "build", "-p", "airlock-tests"])  # builds the test guests
     airlock = TARGET / "release" / "airlock"
@@ -285,6 +296,24 @@ def main():
         [cold] = hyperfine([first_call], env, runs=10, prepare=cold_cache)
         COMMANDS.append(f"hyperfine --warmup 2 --runs 30 \"{first_call}\"  (HOME: an empty temp dir)")
         COMMANDS.append(f"hyperfine --warmup 2 --runs 10 --prepare \"{cold_cache}\" \"{first_call}\"")
+
+        # Each language's component alone (no bundled tools), cache warm
+        # (hyperfine's warmup compiles it), against Rust's `sleep` alone.
+        only_rust = tmp / "only-rust"
+        only_rust.mkdir()
+        shutil.copy(TARGET / "guests/wasm32-wasip2/guest/airlock_tool_sleep.wasm",
+                    only_rust / "sleep.wasm")
+        lang_cmds = [f"{airlock} --no-bundled --tools {only_rust} call sleep '{{\"ms\": 0}}'"]
+        for component in langs["language_components"]["components"]:
+            only = tmp / f"only-{component['label']}"
+            only.mkdir()
+            shutil.copy(component["path"], only / "tool.wasm")
+            lang_cmds.append(f"{airlock} --no-bundled --tools {only} call {component['tool']} "
+                             f"'{{\"mode\": \"upper\", \"text\": \"hi\"}}'")
+        lang_starts = dict(zip(["rust", *(c["label"] for c in
+                                          langs["language_components"]["components"])],
+                               hyperfine(lang_cmds, env, runs=20)))
+        COMMANDS.append("hyperfine --warmup 2 --runs 20 " + " ".join(f'"{c}"' for c in lang_cmds))
 
         rg_cmd = f"{rg} -j1 --count -e '{GREP_PATTERN}' {corpus}"
         airlock_grep = (
@@ -351,6 +380,12 @@ def main():
     raw_call = criterion_median("mcp_client", "raw_jsonrpc_echo")
     reload_kept = criterion_median("mcp_reload", "keeping_server")
     reload_restarted = criterion_median("mcp_reload", "restarting_server")
+    rust_warm = criterion_median("language_warm_call", "rust")
+    py_warm = criterion_median("language_warm_call", "python")
+    sm_warm = criterion_median("language_warm_call", "js_starlingmonkey")
+    qjs_warm = criterion_median("language_warm_call", "js_quickjs")
+    compiled = langs["language_first_compile"]
+    lang_live = langs["language_live_calls"]
     cancel = live["cancel_latency"]
     rss = live["live_calls_rss"]
     fair = live["fairness"]
@@ -447,6 +482,33 @@ def main():
          f"p50 {fair['p50_ms']:.3f} ms, p99 {fair['p99_ms']:.3f} ms",
          f"no flood: p50 {fair['quiet_p50_ms']:.3f} ms, p99 {fair['quiet_p99_ms']:.3f} ms",
          f"p99 {fair['p99_ms'] / fair['quiet_p99_ms']:.0f}× quiet", fair["p99_ms"] <= 50, None),
+        ("12", "Warm call of a trivial Python tool (componentize-py), full pipeline", "≤ 2 ms",
+         ms(py_warm), f"the Rust tool: {us(rust_warm)}", f"{py_warm / rust_warm:.0f}× Rust",
+         py_warm <= 0.002, "python_warm"),
+        ("12b", "… a JavaScript tool (jco, StarlingMonkey)", "≤ 1 ms", ms(sm_warm),
+         f"the Rust tool: {us(rust_warm)}", f"{sm_warm / rust_warm:.0f}× Rust", sm_warm <= 0.001,
+         "js_warm"),
+        ("12c", "… a JavaScript tool (jco, QuickJS)", "≤ 1 ms", ms(qjs_warm),
+         f"the Rust tool: {us(rust_warm)}", f"{qjs_warm / rust_warm:.0f}× Rust",
+         qjs_warm <= 0.001, "js_warm"),
+        ("12d", "Cold start to first result, the tool alone, cache warm: Python; "
+         "StarlingMonkey; QuickJS", "reported",
+         "; ".join(ms(lang_starts[k]) for k in ("python", "js_starlingmonkey", "js_quickjs")),
+         f"the Rust tool: {ms(lang_starts['rust'])}",
+         "; ".join(f"{lang_starts[k] / lang_starts['rust']:.1f}×"
+                   for k in ("python", "js_starlingmonkey", "js_quickjs")), True, None),
+        ("12e", "First compile (cache empty): Python; StarlingMonkey; QuickJS", "reported",
+         "; ".join(f"{compiled[k + '_ms'] / 1000:.2f} s"
+                   for k in ("python", "js_starlingmonkey", "js_quickjs")),
+         f"the Rust tool: {compiled['rust_ms']:.0f} ms", "—", True, None),
+        ("12f", f"{lang_live['calls']} live calls of each, memory per call (PSS): Python; "
+         "StarlingMonkey; QuickJS", "reported",
+         "; ".join(f"{lang_live[k]['per_call_pss_kib'] / 1024:.1f} MiB"
+                   for k in ("python", "js_starlingmonkey", "js_quickjs")),
+         f"the Rust tool: {lang_live['rust']['per_call_pss_kib']:.0f} KiB",
+         "RSS per call: " + "; ".join(f"{lang_live[k]['per_call_rss_kib'] / 1024:.1f} MiB"
+                                      for k in ("python", "js_starlingmonkey", "js_quickjs")),
+         True, None),
         ("11", f"Cold load of {cold_load['components']} distinct components (cache empty)",
          "reported", f"{cold_load['seconds']:.1f} s",
          f"resident before: {cold_load['rss_before_mib']:.0f} MiB",
@@ -454,6 +516,12 @@ def main():
     ]
 
     limits = {
+        "python_warm": "Each call instantiates componentize-py's component afresh: 14 core "
+        "instances, and CPython's memory started from a copy-on-write image (the pages the "
+        "call touches are faulted in and reset afterwards). Reusing an instance across calls "
+        "of one agent would move it, at the cost of isolation between calls.",
+        "js_warm": "StarlingMonkey's component is 12 MB, most of it SpiderMonkey's memory image, "
+        "mapped copy-on-write and reset per call; QuickJS's is a tenth of that.",
         "mcp_pipelined": "With calls in flight the pipe floor is shared, and what is left is CPU on "
         "two cores that the client shares: rmcp parsing and writing each message, and the "
         "session executor, which still costs about four times the call in process (8c): the "
@@ -546,6 +614,14 @@ def main():
         "10. One agent context keeps 2,000 `sleep` calls of 50 ms in flight (so about a "
         "thousand wait for a pool slot); another makes 200 `sleep {\"ms\": 0}` calls one "
         "after another (`host/host/benches/live.rs`). Slots go to the contexts in turn.",
+        "12. The stock Python and JavaScript components of `tests/stock/` (no SDK; built "
+        "by componentize-py 0.25.1 and jco 1.35.0 on first use) and the bundled Rust `sleep`, "
+        "each alone in a host (`host/host/benches/languages.rs`): a trivial call (`upper` of "
+        "\"hi\"; `sleep {\"ms\": 0}`) through `Airlock::call`; `Airlock::new` with an empty "
+        "artifact cache (the compile, median of three); 100 calls of each running at once "
+        "(memory over the idle host, as PSS, which counts a page mapped by several instances "
+        "once, and RSS, which counts it per mapping); and `airlock call` as a whole process "
+        "with only that tool (hyperfine, cache warm).",
         "11. 300 copies of `sleep`, each with a custom section of its own, loaded from a tool "
         "directory with an empty artifact cache: a few at a time, within a 128 MiB budget of "
         "component bytes (`host/host/benches/live.rs`, run first in its process).",

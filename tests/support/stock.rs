@@ -17,17 +17,19 @@ use std::sync::OnceLock;
 /// Where the toolchains and the components go.
 const OUT: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/stock");
 
-/// The repository's `tests/`.
-const TESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests");
-
-/// The WIT the components are built against.
-const WIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/wit");
-
-/// The SDKs.
-const SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
-
-/// The first-party tools.
-const GUEST_TOOLS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-tools");
+/// `relative` in the repository (found above the crate that includes this
+/// file, which may be `tests` or a host crate).
+fn repo(relative: &str) -> PathBuf {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .find(|dir| dir.join("sdk/wit/tool.wit").is_file())
+            .expect("the crate is inside the Airlock repository")
+            .to_path_buf()
+    })
+    .join(relative)
+}
 
 /// jco's JavaScript engines.
 #[derive(Clone, Copy, Debug)]
@@ -42,14 +44,14 @@ pub enum Engine {
 pub fn python_tool() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let sources = [Path::new(TESTS).join("stock/python/app.py")];
+        let sources = [repo("tests/stock/python/app.py")];
         built("python", &sources, |out| {
             let mut command = Command::new(super::componentize_py::componentize_py());
             command
                 .arg("-d")
-                .arg(WIT)
+                .arg(repo("sdk/wit"))
                 .args(["-w", "tool-component", "componentize", "-p"])
-                .arg(Path::new(TESTS).join("stock/python"))
+                .arg(repo("tests/stock/python"))
                 .args(["app", "-o"])
                 .arg(out);
             Ok(command)
@@ -67,16 +69,16 @@ pub fn js_tool(engine: Engine) -> &'static Path {
         Engine::QuickJs => (&QUICKJS, "js-quickjs", &["--backend", "qjs"]),
     };
     once.get_or_init(|| {
-        let sources = [Path::new(TESTS).join("stock/js/tool.js")];
+        let sources = [repo("tests/stock/js/tool.js")];
         built(name, &sources, |out| {
             let (node, jco) = jco()?;
             let mut command = Command::new(node);
             command
                 .arg(jco)
                 .arg("componentize")
-                .arg(Path::new(TESTS).join("stock/js/tool.js"))
+                .arg(repo("tests/stock/js/tool.js"))
                 .arg("-w")
-                .arg(WIT)
+                .arg(repo("sdk/wit"))
                 .args(["-n", "tool-component-with-files"])
                 .args(flags)
                 .arg("-o")
@@ -92,10 +94,10 @@ pub fn js_tool(engine: Engine) -> &'static Path {
 pub fn python_repl() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let project = Path::new(GUEST_TOOLS).join("python");
+        let project = repo("guest-tools/python");
         let sources = [
             project.join("app.py"),
-            Path::new(SDK).join("python/airlock_sdk/__init__.py"),
+            repo("sdk/python/airlock_sdk/__init__.py"),
         ];
         built("python-repl", &sources, |out| {
             Ok(python_sdk_build(&project, out))
@@ -110,11 +112,11 @@ pub fn python_sdk_build(project: &Path, out: &Path) -> Command {
     let mut command = Command::new(super::componentize_py::componentize_py());
     command
         .arg("-d")
-        .arg(WIT)
+        .arg(repo("sdk/wit"))
         .args(["-w", "tool-component", "componentize", "-p"])
         .arg(project)
         .arg("-p")
-        .arg(Path::new(SDK).join("python"))
+        .arg(repo("sdk/python"))
         .args(["app", "-o"])
         .arg(out);
     command
@@ -127,8 +129,8 @@ pub fn python_sdk_build(project: &Path, out: &Path) -> Command {
 pub fn json_query() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let project = Path::new(GUEST_TOOLS).join("json_query");
-        let sdk = Path::new(SDK).join("js");
+        let project = repo("guest-tools/json_query");
+        let sdk = repo("sdk/js");
         let sources = [
             project.join("tool.js"),
             project.join("package.json"),
@@ -144,7 +146,7 @@ pub fn json_query() -> &'static Path {
                     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
                 Ok(json["dependencies"]["jmespath"].to_string())
             };
-            let toolchains = Path::new(TESTS).join("toolchains/package.json");
+            let toolchains = repo("tests/toolchains/package.json");
             if pin(&project.join("package.json"))? != pin(&toolchains)? {
                 return Err(format!(
                     "guest-tools/json_query/package.json and {} pin different jmespath versions",
@@ -185,14 +187,14 @@ pub fn js_sdk_build(project: &Path, out: &Path) -> Result<Command, String> {
         .arg("componentize")
         .arg(project.join("tool.js"))
         .arg("-w")
-        .arg(WIT)
+        .arg(repo("sdk/wit"))
         .args([
             "-n",
             "tool-component-with-files",
             "--bundle",
             "--bundle-config",
         ])
-        .arg(Path::new(SDK).join("js/bundle.config.js"))
+        .arg(repo("sdk/js/bundle.config.js"))
         .arg("-o")
         .arg(out)
         .current_dir(project);
@@ -241,10 +243,10 @@ fn built(
 fn inputs(name: &str, sources: &[PathBuf]) -> Result<Vec<u8>, String> {
     let mut files: Vec<PathBuf> = ["tool.wit", "hook.wit"]
         .iter()
-        .map(|f| Path::new(WIT).join(f))
+        .map(|f| repo("sdk/wit").join(f))
         .collect();
     files.extend_from_slice(sources);
-    files.push(Path::new(TESTS).join("toolchains/package-lock.json"));
+    files.push(repo("tests/toolchains/package-lock.json"));
     let mut record = format!("{name} {}\n", super::componentize_py::PIN).into_bytes();
     for file in files {
         record.extend(
@@ -265,7 +267,7 @@ fn install_jco() -> Result<(PathBuf, PathBuf), String> {
     let node = super::node::node()?;
     let dir = Path::new(OUT).join("toolchains");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let lock_file = Path::new(TESTS).join("toolchains/package-lock.json");
+    let lock_file = repo("tests/toolchains/package-lock.json");
     let wanted = std::fs::read(&lock_file)
         .map_err(|e| format!("cannot read {}: {e}", lock_file.display()))?;
     let jco = dir.join("node_modules/@bytecodealliance/jco/dist/jco.js");
@@ -274,7 +276,7 @@ fn install_jco() -> Result<(PathBuf, PathBuf), String> {
         return Ok((node.node, jco));
     }
     for file in ["package.json", "package-lock.json"] {
-        let from = Path::new(TESTS).join("toolchains").join(file);
+        let from = repo("tests/toolchains").join(file);
         std::fs::copy(&from, dir.join(file))
             .map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
     }

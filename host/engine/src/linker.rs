@@ -163,6 +163,14 @@ pub(crate) fn classify_import(name: &str) -> Result<Needs, LoadError> {
     } else {
         "0.2."
     };
+    if package.starts_with("wasi:") && version.starts_with("0.3.") {
+        return Err(forbidden(
+            "it is WASI 0.3, which Airlock does not link yet (wasmtime 48's WASI 0.3 \
+             support is experimental and incomplete); build the tool for WASI 0.2: \
+             Rust `--target wasm32-wasip2`, and componentize-py and jco componentize by \
+             default",
+        ));
+    }
     if !version.starts_with(expected) {
         return Err(forbidden(&format!(
             "Airlock provides version {expected}x of this package"
@@ -204,12 +212,13 @@ mod tests {
     #[test]
     fn refuses_everything_else_by_name() {
         for (import, needle) in [
-            ("wasi:sockets/tcp@0.3.0", "version 0.2.x"),
+            ("wasi:sockets/tcp@0.3.0", "build the tool for WASI 0.2"),
             ("wasi:sockets/raw@0.2.6", "not an interface"),
             ("wasix:posix/proc@0.1.0", "not an interface"),
             ("my:host/admin@1.0.0", "not an interface"),
             ("wasi:filesystem/secrets@0.2.0", "not an interface"),
-            ("wasi:io/streams@0.3.0", "version 0.2.x"),
+            ("wasi:cli/environment@0.3.0-rc-2026-01-06", "it is WASI 0.3"),
+            ("wasi:io/streams@0.4.0", "version 0.2.x"),
             ("airlock:tool/host@0.2.0", "version 0.1.x"),
             ("do-evil", "loose functions"),
         ] {

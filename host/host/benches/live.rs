@@ -27,6 +27,9 @@
 
 mod support;
 
+#[path = "support/live_calls.rs"]
+mod live_calls;
+
 use airlock_host::PermissionMode;
 use airlock_host::tool::ProgressSink;
 use airlock_host::{Airlock, CallControl, Config, ErrorClass, ToolUse};
@@ -293,39 +296,8 @@ async fn live_calls_rss() {
     assert!(!warm.is_error(), "{}", warm.text());
     let (idle, _) = rss_mib();
 
-    let (progress, mut events) = ProgressSink::channel(4 * LIVE_CALLS);
-    let cancel = CancellationToken::new();
-    let started = Instant::now();
-    let mut calls = tokio::task::JoinSet::new();
-    for i in 0..LIVE_CALLS {
-        let airlock = airlock.clone();
-        let control = CallControl {
-            progress: progress.clone(),
-            cancel: cancel.clone(),
-        };
-        calls.spawn(async move {
-            let mut cx = airlock.context();
-            let use_ = ToolUse::new(format!("live{i}"), "sleep", json!({"ms": 5000}));
-            airlock.call_with(&mut cx, use_, control).await
-        });
-    }
-    let mut running = HashSet::new();
-    while running.len() < LIVE_CALLS {
-        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .expect("every call starts within a minute")
-            .expect("the progress channel stays open");
-        running.insert(event.tool_use_id);
-    }
-    let all_running = started.elapsed();
-    let (live, _) = rss_mib();
-    cancel.cancel();
-    let results = calls.join_all().await;
-    let stopped = results
-        .iter()
-        .filter(|r| matches!(&r.outcome, Err(e) if e.class == ErrorClass::Cancelled))
-        .count();
-    assert_eq!(stopped, LIVE_CALLS, "every live call was still running");
+    let (all_running, (live, _)) =
+        live_calls::while_live(&airlock, LIVE_CALLS, "sleep", &json!({"ms": 5000}), rss_mib).await;
     let (_, peak) = rss_mib();
     report(json!({
         "figure": "live_calls_rss",

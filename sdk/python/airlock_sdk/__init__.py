@@ -243,20 +243,24 @@ class Context:
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
-def _describe_type(tp: Any) -> tuple[dict, bool]:
-    """A type hint's JSON Schema, and whether a value may be left out."""
+def _unwrap(tp: Any) -> tuple[Any, Optional[str], bool]:
+    """``tp`` without ``Annotated`` and ``Optional``: the type inside, the
+    description ``Annotated`` gave it, and whether ``None`` is allowed."""
     description = None
     if typing.get_origin(tp) is typing.Annotated:
         tp, *extras = typing.get_args(tp)
         description = next((e for e in extras if isinstance(e, str)), None)
-    optional = False
-    origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin in (typing.Union, UnionType) and type(None) in args:
+    if typing.get_origin(tp) in (typing.Union, UnionType) and type(None) in args:
         rest = [a for a in args if a is not type(None)]
-        optional = True
-        tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), description, True
+    return tp, description, False
+
+
+def _describe_type(tp: Any) -> tuple[dict, bool]:
+    """A type hint's JSON Schema, and whether a value may be left out."""
+    tp, description, optional = _unwrap(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp in _JSON_TYPES:
         schema: dict = {"type": _JSON_TYPES[tp]}
     elif origin is typing.Literal:
@@ -310,11 +314,8 @@ def schema_of(cls: type) -> dict:
 
 def _build(tp: Any, value: Any) -> Any:
     """``value`` (parsed JSON) as an instance of ``tp``."""
-    if typing.get_origin(tp) is typing.Annotated:
-        tp = typing.get_args(tp)[0]
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, UnionType):
-        return None if value is None else _build(args[0], value) if len(args) == 1 else value
+    tp = _unwrap(tp)[0]
+    args = typing.get_args(tp)
     if dataclasses.is_dataclass(tp) and isinstance(value, dict):
         hints = typing.get_type_hints(tp, include_extras=True)
         return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in hints})

@@ -1,9 +1,12 @@
 // A stock JavaScript tool for the sandbox tests, built by jco with each of
 // its engines (StarlingMonkey, QuickJS) for the `tool-component-with-files`
 // world. It claims to be read-only. Modes: `upper` (the text in capitals),
-// `spin` (never returns), `write` (creates `path` through wasi:filesystem
-// itself, and fails with WASI's error code when it cannot).
+// `spin` (never returns), `hold` (reports progress, then spins until
+// cancelled: a live call for the benchmarks), `write` (creates `path`
+// through wasi:filesystem itself, and fails with WASI's error code when it
+// cannot).
 
+import { cancelled, progress } from "airlock:tool/host@0.1.0";
 import { getDirectories } from "wasi:filesystem/preopens@0.2.12";
 
 const FLAGS = {
@@ -23,7 +26,7 @@ export const tool = {
       inputSchema: JSON.stringify({
         type: "object",
         properties: {
-          mode: { enum: ["upper", "spin", "write"] }, text: { type: "string" }, path: { type: "string" },
+          mode: { enum: ["upper", "spin", "hold", "write"] }, text: { type: "string" }, path: { type: "string" },
         },
         required: ["mode"],
         additionalProperties: false,
@@ -44,6 +47,10 @@ export const tool = {
   call(input, context) {
     const { mode, text, path } = JSON.parse(input);
     if (mode === "spin") { for (;;) {} }
+    if (mode === "hold") {
+      progress("holding", undefined);
+      while (!cancelled()) {}
+    }
     if (mode === "write") {
       const [dir, root] = getDirectories().find(([, root]) => path.startsWith(root + "/"));
       try {

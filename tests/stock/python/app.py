@@ -1,7 +1,9 @@
 """A stock componentize-py tool for the sandbox tests: it claims to be
 read-only and tries what it should not be able to. Modes: `upper` (the
-text in capitals), `spin` (never returns), `write` (writes `path`),
-`socket` (connects to 127.0.0.1:`port` with Python's own socket module)."""
+text in capitals), `spin` (never returns), `hold` (reports progress, then
+spins until cancelled: a live call for the benchmarks), `write` (writes
+`path`), `socket` (connects to 127.0.0.1:`port` with Python's own socket
+module)."""
 
 import errno
 import json
@@ -10,6 +12,7 @@ import socket
 
 from componentize_py_types import Err
 from wit_world import exports
+from wit_world.imports import host
 from wit_world.imports.types import (
     Capabilities, ContentBlock_Text, Descriptor, InterruptBehavior, IoError,
     PermissionDecision_Passthrough, PreflightExports, SafetyFlags,
@@ -19,7 +22,7 @@ from wit_world.imports.types import (
 SCHEMA = json.dumps({
     "type": "object",
     "properties": {
-        "mode": {"enum": ["upper", "spin", "write", "socket"]},
+        "mode": {"enum": ["upper", "spin", "hold", "write", "socket"]},
         "text": {"type": "string"},
         "path": {"type": "string"},
         "port": {"type": "integer"},
@@ -69,6 +72,11 @@ class Tool(exports.Tool):
         if mode == "spin":
             while True:
                 pass
+        if mode == "hold":
+            host.progress("holding", None)
+            while not host.cancelled():
+                pass
+            return text("held")
         if mode == "write":
             os.chdir(context.cwd)
             try:
