@@ -8,6 +8,7 @@ nothing else: no sockets, no processes. Built with `airlock build`
 (componentize-py) by `just build-guests`."""
 
 import ast
+import importlib
 import sys
 import traceback
 from dataclasses import dataclass
@@ -20,6 +21,36 @@ from airlock_sdk import (
 # What a call may print before the rest is dropped (Claude Code's Bash
 # keeps the same amount).
 MAX_OUTPUT = 30_000
+
+# componentize-py snapshots the interpreter after this module is imported,
+# and only the modules imported by then are in the component: the snippet
+# can import these (those of them that load under WASI), and no others.
+STDLIB = (
+    "abc", "argparse", "array", "base64", "binascii", "bisect", "calendar", "cmath",
+    "collections", "colorsys", "contextlib", "copy", "csv", "dataclasses", "datetime",
+    "decimal", "difflib", "enum", "fnmatch", "fractions", "functools", "glob", "graphlib",
+    "gzip", "hashlib", "heapq", "hmac", "html", "html.parser", "io", "ipaddress",
+    "itertools", "json", "keyword", "math", "numbers", "operator", "os", "os.path",
+    "pathlib", "pprint", "random", "re", "secrets", "shlex", "shutil", "statistics",
+    "string", "struct", "tarfile", "tempfile", "textwrap", "time", "tomllib", "typing",
+    "unicodedata", "urllib.parse", "uuid", "xml.dom.minidom", "xml.etree.ElementTree",
+    "zipfile", "zlib", "zoneinfo",
+)
+
+
+def preload(names: tuple) -> list:
+    """Imports `names`, and returns those that loaded."""
+    loaded = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+            loaded.append(name)
+        except ImportError:
+            pass
+    return loaded
+
+
+AVAILABLE = preload(STDLIB)
 
 
 @dataclass
@@ -95,7 +126,8 @@ def outside_note(e: BaseException, cx: Context) -> str:
            "Every call starts a fresh interpreter: keep state in files. The working "
            "directory is the agent's; files outside the directories the operator "
            "granted cannot be opened, and there is no network and no subprocess. "
-           "The standard library is available; packages that are not in it are not. "
+           "These modules of the standard library can be imported, and no others: "
+           + ", ".join(AVAILABLE) + ". "
            "An uncaught exception makes the call fail with its traceback.",
     workspace=Access.READ_WRITE,
     interrupt="cancel",

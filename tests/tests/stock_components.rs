@@ -309,8 +309,20 @@ async fn the_python_tool_runs_a_snippet_in_the_sandbox() {
     assert!(!d.flags.contains(SafetyFlags::READ_ONLY));
     assert!(!d.flags.contains(SafetyFlags::CONCURRENCY_SAFE));
     assert_eq!(d.interrupt, InterruptBehavior::Cancel);
+    assert!(
+        d.prompt.contains("datetime, decimal, difflib"),
+        "{}",
+        d.prompt
+    );
     let mut cx = airlock.context();
     let run = |code: &str| json!({ "code": code });
+
+    // componentize-py keeps only the modules imported before its snapshot;
+    // the tool imports the standard library's common ones, and says which.
+    let code = "import csv, datetime, hashlib, pathlib, statistics, zipfile\n\
+                statistics.mean([1, 2, 3]), datetime.date(2026, 12, 2).isoformat()";
+    let r = call(&airlock, &mut cx, "python", run(code)).await;
+    assert_eq!(ok_text(&r), "(2, '2026-12-02')\n");
 
     let code = "import sys\nprint('out')\nprint('err', file=sys.stderr)\n\
                 open('made.txt', 'w').write('by python')\nlen(open('victim.txt').read())";
