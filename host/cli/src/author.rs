@@ -634,16 +634,18 @@ fn cargo_build(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// A component that loaded, as `airlock list` would show it.
-struct Checked {
-    name: String,
-    summary: String,
+pub(crate) struct Checked {
+    pub(crate) name: String,
+    pub(crate) summary: String,
+    /// Its descriptor as JSON, when it could be described.
+    pub(crate) descriptor_json: Option<String>,
     /// Why it is not available under the operator's grants, if it is not
     /// (it asks for network hosts none of which is granted).
     unavailable: Option<String>,
 }
 
 impl Checked {
-    fn warning(&self) -> String {
+    pub(crate) fn warning(&self) -> String {
         self.unavailable
             .as_ref()
             .map(|why| format!("\nnote: under the current configuration it is unavailable: {why}"))
@@ -653,7 +655,7 @@ impl Checked {
 
 /// Loads `file` alone, under `config`'s limits and grants, and describes
 /// it; fails with the reason it would not load.
-async fn check(file: &Path, mut config: Config) -> Result<Checked, String> {
+pub(crate) async fn check(file: &Path, mut config: Config) -> Result<Checked, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
     std::fs::copy(file, dir.path().join("tool.wasm"))
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
@@ -665,6 +667,7 @@ async fn check(file: &Path, mut config: Config) -> Result<Checked, String> {
         return Ok(Checked {
             name: d.name.clone(),
             summary: format!("the tool {} v{}: {}", d.name, d.version, d.description),
+            descriptor_json: serde_json::to_string(d).ok(),
             unavailable: None,
         });
     }
@@ -673,6 +676,7 @@ async fn check(file: &Path, mut config: Config) -> Result<Checked, String> {
             (LoadError::UngrantedImport { .. }, Some(name)) => Ok(Checked {
                 name: name.clone(),
                 summary: format!("the tool {name}"),
+                descriptor_json: None,
                 unavailable: Some(f.error.to_string()),
             }),
             _ => Err(f.error.to_string()),
@@ -687,6 +691,7 @@ pub(crate) async fn install(file: &Path, config: Config) -> ExitCode {
     let Some(tools) = airlock_host::config::default_tool_dir() else {
         return fail("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in");
     };
+    let lock_config = config.clone();
     let checked = match check(file, config).await {
         Ok(c) => c,
         Err(e) => return fail(format!("{} does not load: {e}", file.display())),
@@ -713,6 +718,10 @@ pub(crate) async fn install(file: &Path, config: Config) -> ExitCode {
     });
     if let Err(e) = written {
         return fail(format!("cannot write {}: {e}", target.display()));
+    }
+    // It no longer comes from the registry a lock entry may name.
+    if let Err(e) = crate::distribution::unpin(&lock_config, &checked.name) {
+        return fail(e);
     }
     println!(
         "{} {}\n  {}\n  BLAKE3 {}{}",

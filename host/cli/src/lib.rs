@@ -13,6 +13,7 @@
 
 mod author;
 mod demo;
+mod distribution;
 mod prompt;
 mod render;
 mod run;
@@ -26,7 +27,7 @@ use airlock_host::tool::{CancellationToken, ProgressSink};
 use airlock_host::{AllowPrompter, DenyPrompter, PermissionPrompter};
 use airlock_host::{CallControl, ToolUse};
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,10 +156,24 @@ enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
-    /// Checks that a component loads and copies it into your tool directory as NAME.wasm.
+    /// Installs a tool in your tool directory as NAME.wasm, after checking that it loads: a component file, or one from an OCI registry (oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST), pulled by digest and pinned in airlock.lock.
     Install {
+        /// The component file, or an oci:// reference.
+        source: String,
+    },
+    /// Pushes a component to an OCI registry (oci://REGISTRY/REPOSITORY:TAG), after checking that it loads; credentials from AIRLOCK_REGISTRY_USERNAME and AIRLOCK_REGISTRY_PASSWORD, or Docker's credential file.
+    Publish {
         /// The component.
         file: PathBuf,
+        /// Where: oci://REGISTRY/REPOSITORY:TAG.
+        reference: String,
+    },
+    /// Lists the tools installed from registries: where from, at which digest, and whether the file is still as pinned.
+    Tools,
+    /// Removes a tool installed in your tool directory, and its entry in airlock.lock.
+    Remove {
+        /// The tool's name.
+        name: String,
     },
     /// Serves the tools over the Model Context Protocol: on stdin/stdout (until stdin closes), or over Streamable HTTP with --http.
     #[cfg(feature = "mcp")]
@@ -354,7 +369,15 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match &cli.command {
         Command::Build { dir } => return author::build(dir, config).await,
-        Command::Install { file } => return author::install(file, config).await,
+        Command::Install { source } if source.starts_with("oci://") => {
+            return distribution::install(source, config).await;
+        }
+        Command::Install { source } => return author::install(Path::new(source), config).await,
+        Command::Publish { file, reference } => {
+            return distribution::publish(file, reference, config).await;
+        }
+        Command::Tools => return distribution::tools(&config),
+        Command::Remove { name } => return distribution::remove(&config, name),
         _ => {}
     }
     #[cfg(feature = "mcp")]
@@ -460,7 +483,13 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Demo | Command::New { .. } | Command::Build { .. } | Command::Install { .. } => {
+        Command::Demo
+        | Command::New { .. }
+        | Command::Build { .. }
+        | Command::Install { .. }
+        | Command::Publish { .. }
+        | Command::Tools
+        | Command::Remove { .. } => {
             unreachable!("handled above")
         }
     }

@@ -14,6 +14,9 @@ mod componentize_py;
 #[path = "../../../tests/support/node.rs"]
 mod node;
 
+#[path = "../../../tests/support/registry.rs"]
+mod registry;
+
 /// The `airlock` binary with `args`, HOME set to `home`, and none of the
 /// user's configuration in its environment.
 fn command(home: &Path, args: &[&str]) -> Command {
@@ -956,4 +959,94 @@ fn a_js_tool_goes_from_new_to_a_call_outside_the_repository() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// A tool published to a real registry on loopback and installed by its
+/// tag: pulled by digest, pinned in airlock.lock, listed by `airlock
+/// tools`, called; a file changed after it was installed is refused at
+/// load naming both digests; a blob tampered with in the registry is
+/// refused at install; `airlock remove` takes it out.
+#[test]
+fn a_tool_goes_through_a_registry_pinned_and_verified() {
+    let registry = registry::Registry::start();
+    let home = tempfile::tempdir().unwrap();
+    let source = home.path().join("patient.wasm");
+    std::fs::copy(airlock_tests::guests::PATIENT, &source).unwrap();
+    let reference = format!("oci://{}/airlock/patient:1.0.0", registry.addr);
+    let out = airlock(
+        home.path(),
+        &["publish", source.to_str().unwrap(), &reference],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("manifest sha256:"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = airlock(home.path(), &["install", &reference]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lock_path = home.path().join(".config/airlock/airlock.lock");
+    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    let entry = lock.get("patient").expect("pinned").clone();
+    let bytes = std::fs::read(&source).unwrap();
+    assert_eq!(entry.source, reference);
+    assert!(
+        entry.pinned.contains("/airlock/patient@sha256:"),
+        "{}",
+        entry.pinned
+    );
+    assert_eq!(entry.blake3, blake3::hash(&bytes).to_hex().to_string());
+    assert!(entry.descriptor_blake3.is_some());
+    let installed = home.path().join(".local/share/airlock/tools/patient.wasm");
+    assert_eq!(entry.file, installed);
+    assert_eq!(std::fs::read(&installed).unwrap(), bytes);
+
+    let out = airlock(home.path(), &["call", "patient", r#"{"ms": 0}"#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = airlock(home.path(), &["tools"]);
+    assert!(
+        text(&out.stdout).contains(&format!("from     {reference}"))
+            && text(&out.stdout).contains("(as pinned)"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // Changed on disk after it was installed: refused at load.
+    let mut changed = bytes.clone();
+    changed.extend_from_slice(b"\0\x04\x03abc");
+    std::fs::write(&installed, &changed).unwrap();
+    let out = airlock(home.path(), &["list"]);
+    let listed = text(&out.stdout) + &text(&out.stderr);
+    assert!(
+        listed.contains(&format!(
+            "its BLAKE3 is {}, but airlock.lock pins {}",
+            blake3::hash(&changed).to_hex(),
+            entry.blake3
+        )),
+        "{listed}"
+    );
+    let out = airlock(home.path(), &["install", &reference]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(&installed).unwrap(), bytes);
+
+    // A layer tampered with in the registry: refused, nothing installed.
+    let blob = registry.blob_file(&entry.layer_digest);
+    let mut tampered = std::fs::read(&blob).unwrap();
+    *tampered.last_mut().unwrap() ^= 1;
+    std::fs::write(&blob, &tampered).unwrap();
+    let out = airlock(home.path(), &["install", &entry.pinned]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&entry.layer_digest),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&installed).unwrap(), bytes);
+
+    let out = airlock(home.path(), &["remove", "patient"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!installed.exists());
+    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    assert!(lock.get("patient").is_none());
 }

@@ -148,6 +148,21 @@ pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read the component: {0}")]
     Io(String),
+    /// The file is not the component `airlock install` pinned for it.
+    #[error(
+        "its BLAKE3 is {found}, but airlock.lock pins {expected} (installed from {reference}); \
+         reinstall it with `airlock install {reference}`, or remove it with `airlock remove {name}`"
+    )]
+    NotAsLocked {
+        /// The tool's name in the lock.
+        name: String,
+        /// Where it was installed from.
+        reference: String,
+        /// The BLAKE3 the lock records.
+        expected: String,
+        /// The BLAKE3 of the file now.
+        found: String,
+    },
     /// The file is larger than the configured cap (counted while reading).
     #[error("the component is larger than {limit} bytes (limits.component_bytes)")]
     TooLarge {

@@ -1,7 +1,8 @@
 //! Airlock's plain values, shared by every crate above: tool descriptors
 //! and safety flags, errors, bounded JSON, the cleaning of guest text, the
 //! [`tool::Tool`] trait and the values crossing it, the operator's grants,
-//! and the configuration with Claude Code's permission and hook shapes.
+//! the configuration with Claude Code's permission and hook shapes, and
+//! `airlock.lock`.
 //!
 //! It knows nothing about wasm, MCP or any runtime: no wasmtime, rmcp or
 //! hyper, and tokio only for its channels.
@@ -14,6 +15,7 @@ pub mod error;
 pub mod grants;
 pub mod host_files;
 pub mod json;
+pub mod lock;
 pub mod permissions;
 pub mod sanitize;
 pub mod tool;

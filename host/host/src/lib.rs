@@ -20,7 +20,7 @@
 #![deny(missing_docs)]
 
 pub use airlock_bundled as bundled;
-pub use airlock_core::{host_files, json, sanitize};
+pub use airlock_core::{host_files, json, lock, sanitize};
 #[cfg(feature = "mcp-client")]
 pub use airlock_mcp_client as mcp_client;
 

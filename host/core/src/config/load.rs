@@ -106,6 +106,16 @@ impl Config {
             _ => Ok(Config::default()),
         }
     }
+
+    /// Where `airlock.lock` is: beside the configuration file this was read
+    /// from, else in the user's config directory (`$XDG_CONFIG_HOME/airlock`,
+    /// or `~/.config/airlock`).
+    pub fn lock_path(&self) -> Option<PathBuf> {
+        match &self.source {
+            Some(file) => file.parent().map(|dir| dir.join("airlock.lock")),
+            None => user_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("airlock/airlock.lock")),
+        }
+    }
 }
 
 /// Expands a leading `~/` and makes `path` absolute against `base`.

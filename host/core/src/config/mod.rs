@@ -408,6 +408,14 @@ impl Config {
                 unreadable: false,
             });
         }
+        if let Some(file) = self.lock_path() {
+            paths.push(HostPath {
+                what: "the lock file (airlock.lock)",
+                path: file,
+                is_dir: false,
+                unreadable: false,
+            });
+        }
         let mut tool_dirs = self.tool_dirs.clone().unwrap_or_default();
         tool_dirs.extend(default_tool_dir());
         paths.extend(tool_dirs.into_iter().map(|d| dir("a tool directory", d)));

@@ -72,6 +72,10 @@ where
 {
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry_otlp::WithExportConfig as _;
+    // reqwest's client needs a process-wide TLS provider when its rustls
+    // comes without one (as airlock-oci asks); another part of the process
+    // may have installed it already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
     if let Some(url) = endpoint {
         exporter = exporter.with_endpoint(url);

@@ -7,6 +7,7 @@ use crate::approvals::Approvals;
 use airlock_core::config::Config;
 use airlock_core::error::LoadError;
 use airlock_core::grants::Grants;
+use airlock_core::lock::Lockfile;
 use airlock_core::tool::{Tool, ToolOrigin};
 use airlock_engine::{ComponentBytes, Engine, LoadedTool, Settled, Snapshot, component_sources};
 use std::sync::{Arc, OnceLock};
@@ -134,9 +135,12 @@ impl Registry {
             }
         }
         let mut load_failures = Vec::new();
+        let lock = config.lock_path().map(|path| Lockfile::read(&path));
         for dir in config.effective_tool_dirs() {
             match component_sources(&dir, engine.limits().component_bytes) {
-                Ok(files) => sources.extend(files),
+                Ok(files) => sources.extend(files.into_iter().map(|(origin, bytes)| {
+                    (origin.clone(), as_locked(lock.as_ref(), &origin, bytes))
+                })),
                 Err(error) => load_failures.push(LoadFailure {
                     origin: ToolOrigin::File(dir.clone()),
                     tool: None,
@@ -298,4 +302,50 @@ fn hold_changed(
             old.clone()
         })
         .collect()
+}
+
+/// The bytes of `origin`, unless `airlock.lock` pins its file to other
+/// bytes. A lock that cannot be read refuses every file of the tool
+/// directory `airlock install` writes to, since none of them can be
+/// checked.
+fn as_locked(
+    lock: Option<&Result<Lockfile, String>>,
+    origin: &ToolOrigin,
+    bytes: ComponentBytes,
+) -> ComponentBytes {
+    let ToolOrigin::File(file) = origin else {
+        return bytes;
+    };
+    match lock {
+        None => bytes,
+        Some(Err(why)) => {
+            let installed = airlock_core::config::default_tool_dir()
+                .is_some_and(|dir| file.parent() == Some(dir.as_path()));
+            if installed {
+                Err(LoadError::Io(format!(
+                    "{why}; the tools `airlock install` put in this directory are not loaded \
+                     until the lock file is fixed"
+                )))
+            } else {
+                bytes
+            }
+        }
+        Some(Ok(lock)) => match lock.for_file(file) {
+            None => bytes,
+            Some(entry) => {
+                let bytes = bytes?;
+                let found = blake3::hash(&bytes).to_hex().to_string();
+                if found == entry.blake3 {
+                    Ok(bytes)
+                } else {
+                    Err(LoadError::NotAsLocked {
+                        name: entry.name.clone(),
+                        reference: entry.source.clone(),
+                        expected: entry.blake3.clone(),
+                        found,
+                    })
+                }
+            }
+        },
+    }
 }

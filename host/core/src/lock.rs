@@ -1,0 +1,139 @@
+//! `airlock.lock`, beside the configuration: each tool installed from a
+//! registry, pinned. It records where the tool came from (the reference as
+//! asked, and pinned to the manifest's digest), the manifest and layer
+//! digests, the component's BLAKE3, its descriptor's BLAKE3, and the file
+//! it was installed as. Every load of that file checks its bytes against
+//! the lock, so a component changed on disk after it was installed is
+//! refused, naming both digests.
+//!
+//! ```
+//! use airlock_core::lock::{LockedTool, Lockfile};
+//! let mut lock = Lockfile::default();
+//! lock.insert(LockedTool {
+//!     name: "wc".into(),
+//!     source: "oci://ghcr.io/acme/wc:1.0.0".into(),
+//!     pinned: "oci://ghcr.io/acme/wc@sha256:00".into(),
+//!     manifest_digest: "sha256:00".into(),
+//!     layer_digest: "sha256:11".into(),
+//!     blake3: "22".into(),
+//!     descriptor_blake3: Some("33".into()),
+//!     file: "/home/me/.local/share/airlock/tools/wc.wasm".into(),
+//! });
+//! let text = lock.to_toml();
+//! assert_eq!(Lockfile::parse(&text).unwrap(), lock);
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The tools installed from registries, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lockfile {
+    /// One entry per installed tool, sorted by name.
+    #[serde(default, rename = "tool")]
+    pub tools: Vec<LockedTool>,
+}
+
+/// One installed tool, pinned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedTool {
+    /// The tool's name (its descriptor's).
+    pub name: String,
+    /// The reference as the operator gave it (a tag, or a digest).
+    pub source: String,
+    /// The same reference pinned to the manifest's digest.
+    pub pinned: String,
+    /// The manifest's digest (`sha256:...`).
+    pub manifest_digest: String,
+    /// The component layer's digest (`sha256:...`).
+    pub layer_digest: String,
+    /// The component's BLAKE3 (hex).
+    pub blake3: String,
+    /// The BLAKE3 (hex) of the descriptor the component gave when it was
+    /// installed, as JSON (none when it could not be described under the
+    /// operator's grants then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptor_blake3: Option<String>,
+    /// The file it was installed as.
+    pub file: PathBuf,
+}
+
+/// The most an `airlock.lock` may hold.
+const LOCK_BYTES: u64 = 4 << 20;
+
+/// The header written at the top of the file.
+const HEADER: &str = "# airlock.lock: the tools `airlock install` fetched from registries, pinned.\n\
+                      # Written by airlock; every load checks each file's BLAKE3 against it.\n\n";
+
+impl Lockfile {
+    /// Parses the text of a lock file.
+    pub fn parse(text: &str) -> Result<Lockfile, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Reads the lock file at `path`; a missing file is an empty lock.
+    pub fn read(path: &Path) -> Result<Lockfile, String> {
+        match crate::host_files::read_text_capped(
+            path,
+            LOCK_BYTES,
+            crate::host_files::Links::Follow,
+        ) {
+            Ok(text) => Lockfile::parse(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lockfile::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    /// The file's text.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string(self).expect("a lock file serialises");
+        format!("{HEADER}{body}")
+    }
+
+    /// Writes the lock file at `path`, whole or not at all.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        crate::host_files::write_private(path, self.to_toml().as_bytes())
+    }
+
+    /// The entry for the tool `name`.
+    pub fn get(&self, name: &str) -> Option<&LockedTool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The entry that installed `file`.
+    pub fn for_file(&self, file: &Path) -> Option<&LockedTool> {
+        self.tools.iter().find(|t| t.file == file)
+    }
+
+    /// Adds `tool`, replacing an entry of the same name.
+    pub fn insert(&mut self, tool: LockedTool) {
+        self.tools.retain(|t| t.name != tool.name);
+        self.tools.push(tool);
+        self.tools.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// Removes the entry for `name`, returning it.
+    pub fn remove(&mut self, name: &str) -> Option<LockedTool> {
+        let at = self.tools.iter().position(|t| t.name == name)?;
+        Some(self.tools.remove(at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_lock_is_empty_and_a_bad_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("airlock.lock");
+        assert_eq!(Lockfile::read(&path).unwrap(), Lockfile::default());
+        std::fs::write(&path, "[[tool]]\nname = 1\n").unwrap();
+        assert!(Lockfile::read(&path).unwrap_err().contains("airlock.lock"));
+    }
+}

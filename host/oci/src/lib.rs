@@ -1,0 +1,523 @@
+//! Tools in OCI registries, in the layout the wasm ecosystem uses (the CNCF
+//! wasm OCI artifact, as `wkg oci push` and Wassette write and read it): an
+//! OCI image manifest with one `application/wasm` layer, the component's
+//! bytes, and a config of type `application/vnd.wasm.config.v0+json`.
+//!
+//! [`publish`] pushes a component under a tag; [`pull`] resolves a tag to
+//! its manifest digest once and fetches everything by that digest, with
+//! the checks a hostile registry calls for: exactly one layer, of the wasm
+//! type, under the wasm config type; the layer's declared size capped
+//! before a byte is read and held to while reading; its SHA-256 checked
+//! before the bytes are returned. Credentials come from the environment or
+//! Docker's credential file and are never logged.
+//!
+//! Knows nothing of wasmtime, of where tools are installed, or of what a
+//! tool may do: the caller checks the component it gets.
+
+use base64::Engine as _;
+use futures_util::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// The media type of the layer that holds the component.
+pub const WASM_LAYER: &str = "application/wasm";
+
+/// The media type of the artifact's config.
+pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
+
+/// What went wrong, for a person to act on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The reference does not parse.
+    #[error("{0}")]
+    Reference(String),
+    /// The registry refused or failed a request.
+    #[error("the registry {registry}: {message}")]
+    Registry {
+        /// The registry's host (and port).
+        registry: String,
+        /// What it said, or what failed on the way.
+        message: String,
+    },
+    /// The artifact is not a wasm component in the expected layout.
+    #[error("{reference} is not a wasm component artifact: {why}")]
+    Layout {
+        /// The reference, pinned to the manifest's digest.
+        reference: String,
+        /// What does not match.
+        why: String,
+    },
+    /// The bytes the registry sent are not the ones its manifest names.
+    #[error("{reference}: {why}")]
+    Integrity {
+        /// The reference, pinned to the manifest's digest.
+        reference: String,
+        /// Which check failed, with both values.
+        why: String,
+    },
+}
+
+/// An `oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]` reference. The
+/// registry is always named: a bare `owner/name` would silently mean
+/// Docker Hub.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OciRef(Reference);
+
+impl OciRef {
+    /// Parses `text`, which starts with `oci://`.
+    ///
+    /// ```
+    /// let r = airlock_oci::OciRef::parse("oci://ghcr.io/acme/wc:1.2.0").unwrap();
+    /// assert_eq!((r.registry(), r.repository(), r.tag()), ("ghcr.io", "acme/wc", Some("1.2.0")));
+    /// assert!(airlock_oci::OciRef::parse("oci://acme/wc:1.2.0").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<OciRef, Error> {
+        let bad = |why: &str| {
+            Error::Reference(format!(
+                "{text}: {why} (write oci://REGISTRY/REPOSITORY:TAG, for example \
+                 oci://ghcr.io/owner/tool:1.0.0, or @sha256:DIGEST instead of the tag)"
+            ))
+        };
+        let rest = text
+            .strip_prefix("oci://")
+            .ok_or_else(|| bad("an OCI reference starts with oci://"))?;
+        let first = rest.split('/').next().unwrap_or_default();
+        let named = first.contains('.') || first.contains(':') || first == "localhost";
+        if !named || !rest.contains('/') {
+            return Err(bad("it does not name a registry"));
+        }
+        let reference: Reference = rest.parse().map_err(|e| bad(&format!("{e}")))?;
+        Ok(OciRef(reference))
+    }
+
+    /// The registry's host, with its port if one was given.
+    pub fn registry(&self) -> &str {
+        self.0.registry()
+    }
+
+    /// The repository within the registry.
+    pub fn repository(&self) -> &str {
+        self.0.repository()
+    }
+
+    /// The tag, if one was given.
+    pub fn tag(&self) -> Option<&str> {
+        self.0.tag()
+    }
+
+    /// The manifest digest, if one was given.
+    pub fn digest(&self) -> Option<&str> {
+        self.0.digest()
+    }
+
+    /// This repository at the manifest `digest`.
+    pub fn pinned(&self, digest: &str) -> OciRef {
+        OciRef(Reference::with_digest(
+            self.registry().to_string(),
+            self.repository().to_string(),
+            digest.to_string(),
+        ))
+    }
+
+    /// Whether the registry is on this machine, where plain HTTP is used.
+    fn is_loopback(&self) -> bool {
+        let host = self
+            .registry()
+            .rsplit_once(':')
+            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+            .map_or(self.registry(), |(host, _)| host);
+        host == "localhost" || host == "[::1]" || host.starts_with("127.")
+    }
+}
+
+impl fmt::Display for OciRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "oci://{}/{}", self.registry(), self.repository())?;
+        if let Some(tag) = self.tag() {
+            write!(f, ":{tag}")?;
+        }
+        if let Some(digest) = self.digest() {
+            write!(f, "@{digest}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Credentials for a registry. `Debug` never shows the password.
+#[derive(Clone, Default)]
+pub enum Auth {
+    /// No credentials.
+    #[default]
+    Anonymous,
+    /// A user name and password (or token).
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password or token.
+        password: String,
+    },
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::Anonymous => f.write_str("Anonymous"),
+            Auth::Basic { username, .. } => write!(f, "Basic({username}, [password])"),
+        }
+    }
+}
+
+impl Auth {
+    /// The credentials for `registry`: `AIRLOCK_REGISTRY_USERNAME` and
+    /// `AIRLOCK_REGISTRY_PASSWORD` if both are set, else the entry for it
+    /// in Docker's credential file (`$DOCKER_CONFIG/config.json` or
+    /// `~/.docker/config.json`; its `auth` or `username`/`password`
+    /// fields; credential helpers are never run), else anonymous.
+    pub fn for_registry(registry: &str) -> Auth {
+        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        if let (Some(username), Some(password)) = (
+            var("AIRLOCK_REGISTRY_USERNAME"),
+            var("AIRLOCK_REGISTRY_PASSWORD"),
+        ) {
+            return Auth::Basic { username, password };
+        }
+        let file = std::env::var_os("DOCKER_CONFIG")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".docker")))
+            .map(|dir| dir.join("config.json"));
+        file.and_then(|f| std::fs::read(f).ok())
+            .and_then(|bytes| Auth::from_docker_config(&bytes, registry))
+            .unwrap_or_default()
+    }
+
+    /// The entry for `registry` in a Docker credential file's `auths`.
+    fn from_docker_config(bytes: &[u8], registry: &str) -> Option<Auth> {
+        let config: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        let entry = config
+            .get("auths")?
+            .as_object()?
+            .iter()
+            .find_map(|(key, entry)| {
+                let host = key
+                    .trim_start_matches("https://")
+                    .trim_start_matches("http://")
+                    .split('/')
+                    .next()
+                    .unwrap_or_default();
+                (host == registry).then_some(entry)
+            })?;
+        if let Some(encoded) = entry.get("auth").and_then(|a| a.as_str()) {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .ok()?;
+            let (username, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+            return Some(Auth::Basic {
+                username: username.to_string(),
+                password: password.to_string(),
+            });
+        }
+        let field = |name| entry.get(name)?.as_str().map(str::to_string);
+        Some(Auth::Basic {
+            username: field("username")?,
+            password: field("password")?,
+        })
+    }
+
+    fn registry_auth(&self) -> RegistryAuth {
+        match self {
+            Auth::Anonymous => RegistryAuth::Anonymous,
+            Auth::Basic { username, password } => {
+                RegistryAuth::Basic(username.clone(), password.clone())
+            }
+        }
+    }
+}
+
+/// What the artifact's config says about the component: the interfaces it
+/// imports and exports, by their WIT names.
+#[derive(Clone, Debug, Default)]
+pub struct ComponentInfo {
+    /// The component's imports, for example `wasi:filesystem/types@0.2.12`.
+    pub imports: Vec<String>,
+    /// The component's exports, for example `airlock:tool/tool@0.1.0`.
+    pub exports: Vec<String>,
+}
+
+/// The interfaces `wasm`, a component, imports and exports at its top
+/// level, by their names.
+pub fn component_info(wasm: &[u8]) -> Result<ComponentInfo, Error> {
+    use wasmparser::{Parser, Payload};
+    let bad = |e: wasmparser::BinaryReaderError| {
+        Error::Reference(format!("the file is not a valid component: {e}"))
+    };
+    let mut info = ComponentInfo::default();
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(wasm) {
+        match payload.map_err(bad)? {
+            Payload::Version { encoding, .. }
+                if depth == 0 && encoding != wasmparser::Encoding::Component =>
+            {
+                return Err(Error::Reference(
+                    "the file is a core wasm module, not a component".into(),
+                ));
+            }
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(reader) if depth == 0 => {
+                for import in reader {
+                    info.imports
+                        .push(import.map_err(bad)?.name.name.to_string());
+                }
+            }
+            Payload::ComponentExportSection(reader) if depth == 0 => {
+                for export in reader {
+                    info.exports
+                        .push(export.map_err(bad)?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(info)
+}
+
+/// Where a component was published, or what was pulled.
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    /// The reference pinned to the manifest's digest.
+    pub pinned: OciRef,
+    /// The manifest's digest (`sha256:...`).
+    pub manifest_digest: String,
+    /// The layer's digest (`sha256:...`).
+    pub layer_digest: String,
+}
+
+/// A component pulled from a registry, checked.
+#[derive(Clone, Debug)]
+pub struct Pulled {
+    /// Where it came from.
+    pub artifact: Artifact,
+    /// The component's bytes, whose SHA-256 is `artifact.layer_digest`.
+    pub bytes: Vec<u8>,
+}
+
+fn client(reference: &OciRef) -> Client {
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        // Another part of the process may have installed one already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    let protocol = if reference.is_loopback() {
+        ClientProtocol::Http
+    } else {
+        ClientProtocol::Https
+    };
+    Client::new(ClientConfig {
+        protocol,
+        connect_timeout: Some(std::time::Duration::from_secs(10)),
+        read_timeout: Some(std::time::Duration::from_secs(60)),
+        ..ClientConfig::default()
+    })
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Pushes `wasm` to `reference` (which names a tag) as a wasm component
+/// artifact, and returns where it is, by digest.
+pub async fn publish(
+    reference: &OciRef,
+    wasm: &[u8],
+    info: &ComponentInfo,
+    auth: &Auth,
+) -> Result<Artifact, Error> {
+    if reference.tag().is_none() || reference.digest().is_some() {
+        return Err(Error::Reference(format!(
+            "{reference}: publish to a tag (oci://REGISTRY/REPOSITORY:TAG); the digest is the \
+             registry's to give"
+        )));
+    }
+    let registry_error = |e: oci_client::errors::OciDistributionError| Error::Registry {
+        registry: reference.registry().to_string(),
+        message: e.to_string(),
+    };
+    let layer_digest = sha256(wasm);
+    let config = serde_json::json!({
+        "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer_digest],
+        "component": {"imports": info.imports, "exports": info.exports, "target": null},
+    });
+    let config = Config::new(
+        serde_json::to_vec(&config).expect("a JSON value serialises"),
+        WASM_CONFIG.to_string(),
+        None,
+    );
+    let layers = [ImageLayer::new(wasm.to_vec(), WASM_LAYER.to_string(), None)];
+    let manifest = OciImageManifest::build(&layers, &config, None);
+    let client = client(reference);
+    let auth = auth.registry_auth();
+    client
+        .push(&reference.0, &layers, config, &auth, Some(manifest))
+        .await
+        .map_err(registry_error)?;
+    let manifest_digest = client
+        .fetch_manifest_digest(&reference.0, &auth)
+        .await
+        .map_err(registry_error)?;
+    Ok(Artifact {
+        pinned: reference.pinned(&manifest_digest),
+        manifest_digest,
+        layer_digest,
+    })
+}
+
+/// Pulls the component at `reference`: a tag is resolved to its manifest
+/// digest once, and everything is fetched by that digest. `max_bytes`
+/// caps the component's size.
+pub async fn pull(reference: &OciRef, auth: &Auth, max_bytes: u64) -> Result<Pulled, Error> {
+    let registry_error = |e: oci_client::errors::OciDistributionError| Error::Registry {
+        registry: reference.registry().to_string(),
+        message: e.to_string(),
+    };
+    let client = client(reference);
+    let registry_auth = auth.registry_auth();
+    let manifest_digest = match reference.digest() {
+        Some(digest) => digest.to_string(),
+        None => client
+            .fetch_manifest_digest(&reference.0, &registry_auth)
+            .await
+            .map_err(registry_error)?,
+    };
+    let pinned = reference.pinned(&manifest_digest);
+    let layout = |why: String| Error::Layout {
+        reference: pinned.to_string(),
+        why,
+    };
+    let integrity = |why: String| Error::Integrity {
+        reference: pinned.to_string(),
+        why,
+    };
+    let (raw, _) = client
+        .pull_manifest_raw(&pinned.0, &registry_auth, &[OCI_IMAGE_MEDIA_TYPE])
+        .await
+        .map_err(registry_error)?;
+    let received = sha256(&raw);
+    if received != manifest_digest {
+        return Err(integrity(format!(
+            "the manifest's digest is {received}, not {manifest_digest}"
+        )));
+    }
+    let manifest: OciImageManifest = serde_json::from_slice(&raw)
+        .map_err(|e| layout(format!("its manifest is not an OCI image manifest: {e}")))?;
+    if manifest.config.media_type != WASM_CONFIG {
+        return Err(layout(format!(
+            "its config is {}, not {WASM_CONFIG}",
+            manifest.config.media_type
+        )));
+    }
+    let [layer] = manifest.layers.as_slice() else {
+        return Err(layout(format!(
+            "it has {} layers; a component artifact has one",
+            manifest.layers.len()
+        )));
+    };
+    if layer.media_type != WASM_LAYER {
+        return Err(layout(format!(
+            "its layer is {}, not {WASM_LAYER}",
+            layer.media_type
+        )));
+    }
+    let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+    if size > max_bytes {
+        return Err(layout(format!(
+            "its layer is {size} bytes, over the {max_bytes} bytes a component may be"
+        )));
+    }
+    let mut stream = client
+        .pull_blob_stream(&pinned.0, layer)
+        .await
+        .map_err(registry_error)?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| integrity(format!("the layer {} could not be read: {e}", layer.digest)))?;
+        if bytes.len() as u64 + chunk.len() as u64 > size {
+            return Err(integrity(format!(
+                "the layer is longer than the {size} bytes its manifest says"
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    if bytes.len() as u64 != size {
+        return Err(integrity(format!(
+            "the layer is {} bytes, not the {size} its manifest says",
+            bytes.len()
+        )));
+    }
+    let received = sha256(&bytes);
+    if received != layer.digest {
+        return Err(integrity(format!(
+            "the layer's digest is {received}, not {}",
+            layer.digest
+        )));
+    }
+    Ok(Pulled {
+        artifact: Artifact {
+            pinned,
+            manifest_digest,
+            layer_digest: layer.digest.clone(),
+        },
+        bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_name_their_registry() {
+        let r = OciRef::parse("oci://127.0.0.1:5123/airlock/wc:1.0.0").unwrap();
+        assert_eq!(r.registry(), "127.0.0.1:5123");
+        assert!(r.is_loopback());
+        assert_eq!(r.to_string(), "oci://127.0.0.1:5123/airlock/wc:1.0.0");
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let pinned = r.pinned(&digest);
+        assert_eq!(pinned.digest(), Some(digest.as_str()));
+        assert!(
+            !OciRef::parse("oci://ghcr.io/acme/wc")
+                .unwrap()
+                .is_loopback()
+        );
+        for bad in [
+            "ghcr.io/acme/wc",
+            "oci://wc",
+            "oci://acme/wc:1",
+            "oci://ghcr.io/Acme/wc",
+        ] {
+            assert!(OciRef::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn docker_credentials_are_found_by_registry_and_never_shown() {
+        let file = br#"{"auths": {"https://ghcr.io": {"auth": "dXNlcjpzM2NyZXQ="},
+                        "127.0.0.1:5123": {"username": "u", "password": "p"}}}"#;
+        let auth = Auth::from_docker_config(file, "ghcr.io").unwrap();
+        assert!(
+            matches!(&auth, Auth::Basic { username, password } if username == "user" && password == "s3cret")
+        );
+        assert!(!format!("{auth:?}").contains("s3cret"));
+        assert!(Auth::from_docker_config(file, "127.0.0.1:5123").is_some());
+        assert!(Auth::from_docker_config(file, "docker.io").is_none());
+    }
+}
