@@ -147,7 +147,7 @@ impl Lang {
 /// Exit code of an author command that failed.
 const FAILED: u8 = 1;
 
-fn fail(message: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("airlock: {message}");
     ExitCode::from(FAILED)
 }
@@ -710,13 +710,7 @@ pub(crate) async fn install(file: &Path, config: Config) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let written = std::fs::create_dir_all(&tools).and_then(|()| {
-        let tmp = tempfile::NamedTempFile::new_in(&tools)?;
-        std::fs::write(tmp.path(), &bytes)?;
-        tmp.persist(&target).map_err(|e| e.error)?;
-        Ok(())
-    });
-    if let Err(e) = written {
+    if let Err(e) = write_tool(&target, &bytes) {
         return fail(format!("cannot write {}: {e}", target.display()));
     }
     // It no longer comes from the registry a lock entry may name.
@@ -738,7 +732,18 @@ pub(crate) async fn install(file: &Path, config: Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn blake3_hex(bytes: &[u8]) -> String {
+/// Writes a component into the tool directory holding `target`, whole or
+/// not at all.
+pub(crate) fn write_tool(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = target.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::fs::write(tmp.path(), bytes)?;
+    tmp.persist(target).map_err(|e| e.error)?;
+    Ok(())
+}
+
+pub(crate) fn blake3_hex(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
 

@@ -4,21 +4,12 @@
 //! The registry protocol is `airlock_oci`'s; every load checks the pinned
 //! files (`airlock_host`'s registry); this module only joins them.
 
-use crate::author::{Checked, check};
+use crate::author::{Checked, blake3_hex, check, fail, write_tool};
 use airlock_host::Config;
 use airlock_host::lock::{LockedTool, Lockfile};
 use airlock_oci::{Auth, OciRef};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("airlock: {message}");
-    ExitCode::from(1)
-}
-
-fn blake3_hex(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex().to_string()
-}
 
 /// The lock file's path, or why there is none.
 fn lock_path(config: &Config) -> Result<PathBuf, String> {
@@ -96,13 +87,7 @@ pub(crate) async fn install(reference: &str, config: Config) -> ExitCode {
         Err(e) => return fail(format!("{} does not load: {e}", pulled.artifact.pinned)),
     };
     let target = tools.join(format!("{}.wasm", checked.name));
-    let written = std::fs::create_dir_all(&tools).and_then(|()| {
-        let tmp = tempfile::NamedTempFile::new_in(&tools)?;
-        std::fs::write(tmp.path(), &pulled.bytes)?;
-        tmp.persist(&target).map_err(|e| e.error)?;
-        Ok(())
-    });
-    if let Err(e) = written {
+    if let Err(e) = write_tool(&target, &pulled.bytes) {
         return fail(format!("cannot write {}: {e}", target.display()));
     }
     let entry = LockedTool {
