@@ -258,6 +258,13 @@ def main():
             value = json.loads(line[len("RESULT "):])
             live[value["figure"]] = value
 
+    # What airlock.lock adds to a load (the bundled tools as installed files).
+    out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "lockfile", "--", "--noplot"],
+              capture=True)
+    COMMANDS.append("cargo bench -p airlock-host --bench lockfile -- --noplot")
+    lock_tools = next(int(line.split()[2]) for line in out.splitlines()
+                      if line.startswith("RESULT lockfile_tools "))
+
     # Tools in each language (stock components, built on first use by
     # componentize-py and jco) against the bundled Rust `sleep`.
     langs = {}
@@ -347,6 +354,9 @@ def main():
     corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     same = rg_counts == airlock_counts
     per_call = criterion_median("per_call", "airlock_sleep_0")
+    load_locked = criterion_median("lockfile", "load_locked")
+    load_unlocked = criterion_median("lockfile", "load_unlocked")
+    lock_hashing = criterion_median("lockfile", "blake3_all")
     spawn = criterion_median("per_call", "spawn_bin_true")
     one = criterion_median("parallel", "one_sleep_50ms")
     sixteen = criterion_median("parallel", "sixteen_sleeps_50ms")
@@ -509,6 +519,12 @@ def main():
          "RSS per call: " + "; ".join(f"{lang_live[k]['per_call_rss_kib'] / 1024:.1f} MiB"
                                       for k in ("python", "js_starlingmonkey", "js_quickjs")),
          True, None),
+        ("13", f"`airlock.lock` checked at load, per tool ({lock_tools} installed tools "
+         "pinned, cache warm)", "≤ 1 ms per tool",
+         f"{(load_locked - load_unlocked) / lock_tools * 1e6:+.1f} µs",
+         f"the load unpinned: {ms(load_unlocked)}",
+         f"BLAKE3 of the files: {us(lock_hashing / lock_tools)} per tool",
+         (load_locked - load_unlocked) / lock_tools <= 1e-3, None),
         ("11", f"Cold load of {cold_load['components']} distinct components (cache empty)",
          "reported", f"{cold_load['seconds']:.1f} s",
          f"resident before: {cold_load['rss_before_mib']:.0f} MiB",

@@ -13,7 +13,7 @@
 //! `build` names the toolchain piece that is missing and the one command
 //! that installs it.
 
-use airlock_host::{Airlock, Config, LoadError};
+use airlock_host::{Airlock, Config, Descriptor, LoadError};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -637,8 +637,12 @@ fn cargo_build(dir: &Path) -> Result<PathBuf, String> {
 pub(crate) struct Checked {
     pub(crate) name: String,
     pub(crate) summary: String,
-    /// Its descriptor as JSON, when it could be described.
+    /// Its descriptor as JSON, when it could be described under the
+    /// operator's grants.
     pub(crate) descriptor_json: Option<String>,
+    /// Its descriptor, also when the operator's grants leave it
+    /// unavailable: what it asks for.
+    pub(crate) descriptor: Option<Descriptor>,
     /// Why it is not available under the operator's grants, if it is not
     /// (it asks for network hosts none of which is granted).
     unavailable: Option<String>,
@@ -653,32 +657,49 @@ impl Checked {
     }
 }
 
+/// The tool `dir` holds, loaded alone under `config`'s limits and grants.
+async fn load_alone(dir: &Path, mut config: Config) -> Result<Airlock, String> {
+    config.tool_dirs = Some(vec![dir.to_path_buf()]);
+    config.bundled_tools = false;
+    Airlock::new(config).await.map_err(|e| format!("{e:#}"))
+}
+
 /// Loads `file` alone, under `config`'s limits and grants, and describes
 /// it; fails with the reason it would not load.
-pub(crate) async fn check(file: &Path, mut config: Config) -> Result<Checked, String> {
+pub(crate) async fn check(file: &Path, config: Config) -> Result<Checked, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
     std::fs::copy(file, dir.path().join("tool.wasm"))
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    config.tool_dirs = Some(vec![dir.path().to_path_buf()]);
-    config.bundled_tools = false;
-    let airlock = Airlock::new(config).await.map_err(|e| format!("{e:#}"))?;
+    let airlock = load_alone(dir.path(), config.clone()).await?;
     if let Some(entry) = airlock.registry().entries().first() {
         let d = entry.descriptor();
         return Ok(Checked {
             name: d.name.clone(),
             summary: format!("the tool {} v{}: {}", d.name, d.version, d.description),
             descriptor_json: serde_json::to_string(d).ok(),
+            descriptor: Some(d.clone()),
             unavailable: None,
         });
     }
     match airlock.registry().failures().first() {
         Some(f) => match (&f.error, &f.tool) {
-            (LoadError::UngrantedImport { .. }, Some(name)) => Ok(Checked {
-                name: name.clone(),
-                summary: format!("the tool {name}"),
-                descriptor_json: None,
-                unavailable: Some(f.error.to_string()),
-            }),
+            (LoadError::UngrantedImport { .. }, Some(name)) => {
+                // Described as though the network were granted, to show
+                // what it asks for (describing runs with no grants).
+                let mut open = config;
+                open.tools.entry(name.clone()).or_default().network = vec!["*".into()];
+                let descriptor = load_alone(dir.path(), open).await.ok().and_then(|a| {
+                    let entry = a.registry().entries().first()?.descriptor().clone();
+                    Some(entry)
+                });
+                Ok(Checked {
+                    name: name.clone(),
+                    summary: format!("the tool {name}"),
+                    descriptor_json: None,
+                    descriptor,
+                    unavailable: Some(f.error.to_string()),
+                })
+            }
             _ => Err(f.error.to_string()),
         },
         None => Err("it is switched off in the configuration".into()),

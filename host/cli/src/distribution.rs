@@ -1,15 +1,42 @@
-//! Tools from OCI registries: `airlock publish FILE oci://...`, `airlock
-//! install oci://...` (pulled by digest, loaded to check it, installed and
-//! pinned in `airlock.lock`), `airlock tools` and `airlock remove NAME`.
-//! The registry protocol is `airlock_oci`'s; every load checks the pinned
-//! files (`airlock_host`'s registry); this module only joins them.
+//! Tools from OCI registries: `airlock keygen`, `airlock publish FILE
+//! oci://... [--sign KEY]`, `airlock install oci://...` (signature checked
+//! against `[[trust]]`, pulled by digest, loaded to check it, what it asks
+//! for reviewed, installed and pinned in `airlock.lock`), `airlock install
+//! --locked`, `airlock tools` and `airlock remove NAME`. The registry
+//! protocol and signatures are `airlock_oci`'s; every load checks the
+//! pinned files (`airlock_host`'s registry); this module only joins them.
 
 use crate::author::{Checked, blake3_hex, check, fail, write_tool};
-use airlock_host::Config;
+use airlock_host::config::{ToolConfig, TrustRule};
 use airlock_host::lock::{LockedTool, Lockfile};
-use airlock_oci::{Auth, OciRef};
+use airlock_host::sanitize::{self, Sink};
+use airlock_host::{Config, Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess};
+use airlock_oci::{Auth, OciRef, Options, PublicKey, SigningKey, Verdict};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// How `airlock install` was asked to install.
+pub(crate) struct InstallArgs<'a> {
+    /// The reference; none with `--locked` installs every pinned tool.
+    pub(crate) reference: Option<&'a str>,
+    /// `--yes`: what the tool asks for is approved.
+    pub(crate) yes: bool,
+    /// `--locked`: change nothing in `airlock.lock`.
+    pub(crate) locked: bool,
+    /// How to reach the registry.
+    pub(crate) options: Options,
+}
+
+/// Prints `result`'s report, or fails with its error.
+fn report(result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
 
 /// The lock file's path, or why there is none.
 fn lock_path(config: &Config) -> Result<PathBuf, String> {
@@ -18,113 +45,510 @@ fn lock_path(config: &Config) -> Result<PathBuf, String> {
     })
 }
 
-/// `airlock publish FILE oci://REGISTRY/REPOSITORY:TAG`: checks that the
-/// component loads, and pushes it.
-pub(crate) async fn publish(file: &Path, reference: &str, config: Config) -> ExitCode {
-    let reference = match OciRef::parse(reference) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    let bytes = match std::fs::read(file) {
-        Ok(b) => b,
-        Err(e) => return fail(format!("cannot read {}: {e}", file.display())),
-    };
-    let checked = match check(file, config).await {
-        Ok(c) => c,
-        Err(e) => return fail(format!("{} does not load: {e}", file.display())),
-    };
-    let info = match airlock_oci::component_info(&bytes) {
-        Ok(info) => info,
-        Err(e) => return fail(format!("{}: {e}", file.display())),
-    };
-    let auth = Auth::for_registry(reference.registry());
-    match airlock_oci::publish(&reference, &bytes, &info, &auth).await {
-        Ok(artifact) => {
-            println!(
-                "published {}\n  {}\n  manifest {}\n  install it with:\n    airlock install {}",
-                reference, checked.summary, artifact.manifest_digest, artifact.pinned
-            );
-            ExitCode::SUCCESS
+/// Held while `airlock.lock` and the tools it pins change: a second
+/// install, update or removal at once is refused, not interleaved.
+struct Guard {
+    /// The open guard file, locked until it is closed.
+    _file: std::fs::File,
+}
+
+impl Guard {
+    fn take(lock_path: &Path) -> Result<Guard, String> {
+        let path = lock_path.with_file_name("airlock.lock.guard");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
         }
-        Err(e) => fail(e),
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Guard { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+                "another airlock is installing or removing tools (it holds {}); try again when \
+                 it has finished",
+                path.display()
+            )),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(format!("cannot lock {}: {e}", path.display()))
+            }
+        }
     }
 }
 
-/// `airlock install oci://...`: pulls the component by digest, checks that
-/// it loads under the operator's configuration, installs it in the user's
-/// tool directory as `NAME.wasm`, and pins it in `airlock.lock`.
-pub(crate) async fn install(reference: &str, config: Config) -> ExitCode {
-    let reference = match OciRef::parse(reference) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
+/// Reads the file `path`, at most `max` bytes, as text.
+fn read_small(path: &Path, max: u64) -> Result<String, String> {
+    airlock_host::host_files::read_text_capped(path, max, airlock_host::host_files::Links::Follow)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// `airlock keygen PATH`: a new P-256 key pair, PATH (private, readable
+/// only by you) and PATH.pub.
+pub(crate) fn keygen(path: &Path) -> ExitCode {
+    report(keygen_at(path))
+}
+
+fn keygen_at(path: &Path) -> Result<String, String> {
+    let public_path = PathBuf::from(format!("{}.pub", path.display()));
+    for p in [path, public_path.as_path()] {
+        if p.exists() {
+            return Err(format!("{} exists; choose another name", p.display()));
+        }
+    }
+    let key = SigningKey::generate()?;
+    let private = key.to_pem()?;
+    airlock_host::host_files::write_private(path, private.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let public = key.public_key();
+    std::fs::write(&public_path, public.to_pem())
+        .map_err(|e| format!("cannot write {}: {e}", public_path.display()))?;
+    Ok(format!(
+        "wrote {} (private: sign with `airlock publish --sign {}`)\n  and {} (public: operators \
+         trust it under [[trust]] keys)\n  key {}",
+        path.display(),
+        path.display(),
+        public_path.display(),
+        public.fingerprint()
+    ))
+}
+
+/// `airlock publish FILE oci://REGISTRY/REPOSITORY:TAG [--sign KEY]`:
+/// checks that the component loads, pushes it, and signs it.
+pub(crate) async fn publish(
+    file: &Path,
+    reference: &str,
+    sign: Option<&Path>,
+    options: Options,
+    config: Config,
+) -> ExitCode {
+    report(publish_to(file, reference, sign, &options, config).await)
+}
+
+async fn publish_to(
+    file: &Path,
+    reference: &str,
+    sign: Option<&Path>,
+    options: &Options,
+    config: Config,
+) -> Result<String, String> {
+    let reference = OciRef::parse(reference).map_err(|e| e.to_string())?;
+    let key = match sign {
+        Some(path) => Some(
+            SigningKey::from_pem(&read_small(path, 64 << 10)?)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+        ),
+        None => None,
     };
-    let Some(tools) = airlock_host::config::default_tool_dir() else {
-        return fail("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in");
+    let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let checked = check(file, config)
+        .await
+        .map_err(|e| format!("{} does not load: {e}", file.display()))?;
+    let info =
+        airlock_oci::component_info(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    let auth = Auth::for_registry(reference.registry());
+    let artifact = airlock_oci::publish(&reference, &bytes, &info, &auth, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut text = format!(
+        "published {reference}\n  {}\n  manifest {}",
+        checked.summary, artifact.manifest_digest
+    );
+    if let Some(key) = key {
+        let at = airlock_oci::sign(&artifact, &key, &auth, options)
+            .await
+            .map_err(|e| format!("published {}, but not signed: {e}", artifact.pinned))?;
+        text.push_str(&format!(
+            "\n  signed by {} ({at})",
+            key.public_key().fingerprint()
+        ));
+    }
+    text.push_str(&format!(
+        "\n  install it with:\n    airlock install {}",
+        artifact.pinned
+    ));
+    Ok(text)
+}
+
+/// Trusted public keys, with the files they were read from.
+type TrustedKeys = Vec<(PublicKey, PathBuf)>;
+
+/// The keys `[[trust]]` names for `reference`, read, and the rule.
+fn trust_for<'c>(
+    config: &'c Config,
+    reference: &OciRef,
+) -> Result<(&'c TrustRule, TrustedKeys), String> {
+    let name = format!("{}/{}", reference.registry(), reference.repository());
+    let rule = TrustRule::for_reference(&config.trust, &name).ok_or_else(|| {
+        let file = config
+            .source
+            .as_ref()
+            .map_or("airlock.toml".to_string(), |p| p.display().to_string());
+        format!(
+            "no [[trust]] rule in {file} covers oci://{name}: airlock installs only from sources \
+             you trust. Add one with the publisher's public key:\n  [[trust]]\n  source = \
+             \"oci://{name}\"\n  keys = [\"/path/to/publisher.pub\"]\nor `unsigned = true` in \
+             place of keys to accept unsigned tools from it"
+        )
+    })?;
+    if let Some(problem) = rule.problem() {
+        return Err(problem);
+    }
+    let keys = rule
+        .keys
+        .iter()
+        .map(|path| {
+            let key = PublicKey::from_pem(&read_small(path, 64 << 10)?)
+                .map_err(|e| format!("[[trust]] key {}: {e}", path.display()))?;
+            Ok((key, path.clone()))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((rule, keys))
+}
+
+/// What a tool asks for, one line each, as `airlock.lock` records it.
+fn asks_of(d: &Descriptor) -> Vec<String> {
+    let mut asks = Vec::new();
+    if d.capabilities.workspace != WorkspaceAccess::None {
+        asks.push(format!("workspace {}", d.capabilities.workspace));
+    }
+    for host in &d.capabilities.network_hosts {
+        asks.push(format!("network {host}"));
+    }
+    for var in &d.capabilities.env_vars {
+        asks.push(format!("env {var}"));
+    }
+    asks.iter()
+        .map(|a| sanitize::clean_capped(a, Sink::Line, 200))
+        .collect()
+}
+
+/// The review `airlock install` shows: what the tool asks for and what
+/// `config` would grant it.
+fn review(checked: &Checked, config: &Config) -> String {
+    let mut text = format!(
+        "{}\n",
+        sanitize::clean_capped(&checked.summary, Sink::Line, 300)
+    );
+    let Some(d) = &checked.descriptor else {
+        text.push_str("  it could not be described, so what it asks for is unknown\n");
+        return text;
     };
-    let lock_path = match lock_path(&config) {
-        Ok(p) => p,
-        Err(e) => return fail(e),
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_string()
+        } else {
+            sanitize::clean_capped(&items.join(", "), Sink::Line, 500)
+        }
     };
-    let mut lock = match Lockfile::read(&lock_path) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
+    let flags: Vec<String> = SafetyFlags::NAMED
+        .iter()
+        .filter(|(flag, _)| d.flags.contains(*flag))
+        .map(|(_, name)| name.to_string())
+        .collect();
+    let tc = ToolConfig::of(&config.tools, &d.name);
+    let cap = tc
+        .workspace
+        .unwrap_or(config.workspace_access)
+        .min(config.workspace_access)
+        .min(d.capabilities.workspace);
+    let workspace = match (&config.workspace, d.capabilities.workspace) {
+        (_, WorkspaceAccess::None) => "none".to_string(),
+        (None, _) => "none (no workspace is configured)".to_string(),
+        (Some(ws), _) => format!("{cap} ({})", ws.display()),
     };
+    let hosts = if d.capabilities.network_hosts.is_empty() {
+        "none".to_string()
+    } else if tc.network.is_empty() {
+        "none (no hosts are granted to it)".to_string()
+    } else {
+        format!("the patterns {}", list(&tc.network))
+    };
+    let env: Vec<String> = d
+        .capabilities
+        .env_vars
+        .iter()
+        .filter(|v| tc.env.contains(v))
+        .cloned()
+        .collect();
+    text.push_str(&format!(
+        "  it asks for:\n    workspace    {}\n    network      {}\n    environment  {}\n    flags        \
+         {}\n    interrupt    {}\n  this configuration grants it:\n    workspace    {workspace}\n    \
+         network      {hosts}\n    environment  {}\n",
+        d.capabilities.workspace,
+        list(&d.capabilities.network_hosts),
+        list(&d.capabilities.env_vars),
+        list(&flags),
+        match d.interrupt {
+            InterruptBehavior::Cancel => "cancel (an interrupt stops it at once)",
+            InterruptBehavior::Block => "block (an interrupt lets it finish)",
+        },
+        list(&env),
+    ));
+    text
+}
+
+/// `airlock install oci://...`, or `--locked`.
+pub(crate) async fn install(args: InstallArgs<'_>, config: Config) -> ExitCode {
+    report(install_from(args, config).await)
+}
+
+async fn install_from(args: InstallArgs<'_>, config: Config) -> Result<String, String> {
+    let lock_path = lock_path(&config)?;
+    let _guard = Guard::take(&lock_path)?;
+    let lock = Lockfile::read(&lock_path)?;
+    if args.locked {
+        return install_locked(args.reference, &lock, &config, &args.options).await;
+    }
+    let Some(reference) = args.reference else {
+        return Err(
+            "name a tool to install (oci://REGISTRY/REPOSITORY:TAG), or give \
+                    --locked to install every tool airlock.lock pins"
+                .into(),
+        );
+    };
+    install_new(reference, lock, &lock_path, args.yes, &args.options, config).await
+}
+
+/// Installs what `reference` names: trusted, checked, reviewed, pinned.
+async fn install_new(
+    reference: &str,
+    mut lock: Lockfile,
+    lock_path: &Path,
+    yes: bool,
+    options: &Options,
+    config: Config,
+) -> Result<String, String> {
+    let reference = OciRef::parse(reference).map_err(|e| e.to_string())?;
+    let tools = airlock_host::config::default_tool_dir()
+        .ok_or("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in")?;
+    let (rule, keys) = trust_for(&config, &reference)?;
     let auth = Auth::for_registry(reference.registry());
     let limit = config.limits.component_bytes;
-    let pulled = match airlock_oci::pull(&reference, &auth, limit).await {
-        Ok(p) => p,
-        Err(e) => return fail(e),
+    let pulled = airlock_oci::pull(&reference, &auth, limit, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let pinned = pulled.artifact.pinned.to_string();
+    let signed_by = if keys.is_empty() {
+        None
+    } else {
+        let public: Vec<PublicKey> = keys.iter().map(|(k, _)| k.clone()).collect();
+        let verdict = airlock_oci::verify(&pulled.artifact, &public, &auth, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let trusted = || {
+            keys.iter()
+                .map(|(k, p)| format!("{} ({})", k.fingerprint(), p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match verdict {
+            Verdict::Signed { key } => {
+                let (key, path) = &keys[key];
+                Some(format!("{} ({})", key.fingerprint(), path.display()))
+            }
+            _ if rule.unsigned => None,
+            Verdict::Unsigned => {
+                return Err(format!(
+                    "{pinned} is not signed, and [[trust]] {} accepts only tools signed by {}; \
+                     nothing was installed",
+                    rule.source,
+                    trusted()
+                ));
+            }
+            Verdict::Untrusted { count } => {
+                return Err(format!(
+                    "{pinned} has {count} signature(s), none of them by a key [[trust]] {} \
+                     names ({}) over this manifest; nothing was installed",
+                    rule.source,
+                    trusted()
+                ));
+            }
+        }
     };
-    let staged = match tempfile::Builder::new().suffix(".wasm").tempfile() {
-        Ok(f) => f,
-        Err(e) => return fail(format!("cannot make a temporary file: {e}")),
-    };
-    if let Err(e) = std::fs::write(staged.path(), &pulled.bytes) {
-        return fail(format!("cannot write {}: {e}", staged.path().display()));
-    }
-    let checked: Checked = match check(staged.path(), config).await {
-        Ok(c) => c,
-        Err(e) => return fail(format!("{} does not load: {e}", pulled.artifact.pinned)),
-    };
+    let staged = tempfile::Builder::new()
+        .suffix(".wasm")
+        .tempfile()
+        .map_err(|e| format!("cannot make a temporary file: {e}"))?;
+    std::fs::write(staged.path(), &pulled.bytes)
+        .map_err(|e| format!("cannot write {}: {e}", staged.path().display()))?;
+    let checked = check(staged.path(), config.clone())
+        .await
+        .map_err(|e| format!("{pinned} does not load: {e}"))?;
     let target = tools.join(format!("{}.wasm", checked.name));
-    if let Err(e) = write_tool(&target, &pulled.bytes) {
-        return fail(format!("cannot write {}: {e}", target.display()));
+    let blake3 = blake3_hex(&pulled.bytes);
+    let previous = lock
+        .get(&checked.name)
+        .or_else(|| {
+            lock.tools
+                .iter()
+                .find(|t| t.source == reference.to_string())
+        })
+        .cloned();
+    if let Some(p) = &previous
+        && p.manifest_digest == pulled.artifact.manifest_digest
+        && p.file == target
+        && std::fs::read(&target).is_ok_and(|b| blake3_hex(&b) == blake3)
+    {
+        return Ok(format!(
+            "{} is installed as pinned ({pinned}); nothing to do",
+            checked.name
+        ));
     }
+    let asks = checked.descriptor.as_ref().map(asks_of).unwrap_or_default();
+    let mut shown = review(&checked, &config);
+    let approve = match &previous {
+        None => true,
+        Some(p) => {
+            let more: Vec<&String> = asks.iter().filter(|a| !p.asks.contains(a)).collect();
+            if more.is_empty() {
+                false
+            } else {
+                shown.push_str(&format!(
+                    "  it asks for more than the version airlock.lock pins ({}) did:\n",
+                    p.pinned
+                ));
+                for a in more {
+                    shown.push_str(&format!("    + {a}\n"));
+                }
+                true
+            }
+        }
+    };
+    if approve && !yes {
+        print!("{shown}");
+        match crate::prompt::confirm("install it?") {
+            Some(true) => {}
+            Some(false) => return Err("not installed".into()),
+            None => {
+                return Err(format!(
+                    "{} needs your approval of what it asks for (above); run again with --yes \
+                     to approve it. Nothing was installed",
+                    checked.name
+                ));
+            }
+        }
+    }
+    write_tool(&target, &pulled.bytes)
+        .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     let entry = LockedTool {
         name: checked.name.clone(),
         source: reference.to_string(),
-        pinned: pulled.artifact.pinned.to_string(),
+        pinned: pinned.clone(),
         manifest_digest: pulled.artifact.manifest_digest.clone(),
         layer_digest: pulled.artifact.layer_digest.clone(),
-        blake3: blake3_hex(&pulled.bytes),
+        blake3: blake3.clone(),
         descriptor_blake3: checked
             .descriptor_json
             .as_deref()
             .map(|d| blake3_hex(d.as_bytes())),
         file: target.clone(),
+        signed_by: signed_by.clone(),
+        asks,
     };
-    let blake3 = entry.blake3.clone();
     lock.insert(entry);
-    if let Err(e) = lock.write(&lock_path) {
+    if let Err(e) = lock.write(lock_path) {
         let _ = std::fs::remove_file(&target);
-        return fail(format!("cannot write {}: {e}", lock_path.display()));
+        return Err(format!("cannot write {}: {e}", lock_path.display()));
     }
-    println!(
-        "installed {}\n  from {}\n  {}\n  manifest {}\n  BLAKE3 {blake3}\n  pinned in {}{}",
+    let mut text = if approve && yes { shown } else { String::new() };
+    text.push_str(&format!(
+        "installed {}\n  from {pinned}\n  manifest {}\n  BLAKE3 {blake3}\n  {}\n  pinned in {}{}",
         target.display(),
-        pulled.artifact.pinned,
-        checked.summary,
         pulled.artifact.manifest_digest,
+        signed_by.map_or_else(
+            || format!(
+                "unsigned (accepted: [[trust]] {} has unsigned = true)",
+                rule.source
+            ),
+            |s| format!("signed by {s}")
+        ),
         lock_path.display(),
         checked.warning()
-    );
-    ExitCode::SUCCESS
+    ));
+    Ok(text)
+}
+
+/// `airlock install --locked [REFERENCE]`: installs the tools airlock.lock
+/// pins (one, or all), exactly: by digest, with the pinned BLAKE3.
+async fn install_locked(
+    reference: Option<&str>,
+    lock: &Lockfile,
+    config: &Config,
+    options: &Options,
+) -> Result<String, String> {
+    let entries: Vec<&LockedTool> = match reference {
+        None => lock.tools.iter().collect(),
+        Some(text) => {
+            let reference = OciRef::parse(text).map_err(|e| e.to_string())?;
+            let wanted = reference.to_string();
+            let entry = lock
+                .tools
+                .iter()
+                .find(|t| t.source == wanted || t.pinned == wanted)
+                .ok_or_else(|| {
+                    format!(
+                        "{wanted} is not in airlock.lock, and --locked changes nothing there \
+                         (install it without --locked to add it)"
+                    )
+                })?;
+            if reference.digest().is_none() {
+                let auth = Auth::for_registry(reference.registry());
+                let now = airlock_oci::resolve_digest(&reference, &auth, options)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if now != entry.manifest_digest {
+                    return Err(format!(
+                        "{wanted} now resolves to {now}, but airlock.lock pins {}; --locked \
+                         changes nothing (install without --locked to review the update)",
+                        entry.manifest_digest
+                    ));
+                }
+            }
+            vec![entry]
+        }
+    };
+    if entries.is_empty() {
+        return Ok("airlock.lock pins no tools; nothing to install".into());
+    }
+    let mut text = Vec::new();
+    for entry in entries {
+        if std::fs::read(&entry.file).is_ok_and(|b| blake3_hex(&b) == entry.blake3) {
+            text.push(format!("{}: as pinned already", entry.name));
+            continue;
+        }
+        let pinned = OciRef::parse(&entry.pinned).map_err(|e| e.to_string())?;
+        let auth = Auth::for_registry(pinned.registry());
+        let pulled = airlock_oci::pull(&pinned, &auth, config.limits.component_bytes, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let blake3 = blake3_hex(&pulled.bytes);
+        if pulled.artifact.layer_digest != entry.layer_digest || blake3 != entry.blake3 {
+            return Err(format!(
+                "{}: the registry gave a layer {} with BLAKE3 {blake3}, but airlock.lock pins \
+                 {} with BLAKE3 {}; not installed",
+                entry.pinned, pulled.artifact.layer_digest, entry.layer_digest, entry.blake3
+            ));
+        }
+        write_tool(&entry.file, &pulled.bytes)
+            .map_err(|e| format!("cannot write {}: {e}", entry.file.display()))?;
+        text.push(format!(
+            "{}: installed {} from {}",
+            entry.name,
+            entry.file.display(),
+            entry.pinned
+        ));
+    }
+    Ok(text.join("\n"))
 }
 
 /// After `airlock install FILE` replaced the tool `name`: it no longer
 /// comes from the registry its lock entry names.
 pub(crate) fn unpin(config: &Config, name: &str) -> Result<(), String> {
     let path = lock_path(config)?;
+    let _guard = Guard::take(&path)?;
     let mut lock = Lockfile::read(&path)?;
     if lock.remove(name).is_some() {
         lock.write(&path)
@@ -154,12 +578,18 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
             Err(e) => format!("missing ({e})"),
         };
         println!(
-            "{}\n  from     {}\n  pinned   {}\n  layer    {}\n  BLAKE3   {}\n  file     {} ({state})",
+            "{}\n  from     {}\n  pinned   {}\n  layer    {}\n  BLAKE3   {}\n  signer   {}\n  asks     {}\n  file     {} ({state})",
             t.name,
             t.source,
             t.pinned,
             t.layer_digest,
             t.blake3,
+            t.signed_by.as_deref().unwrap_or("none (unsigned)"),
+            if t.asks.is_empty() {
+                "nothing".to_string()
+            } else {
+                t.asks.join(", ")
+            },
             t.file.display()
         );
     }
@@ -169,17 +599,15 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
 /// `airlock remove NAME`: deletes a tool `airlock install` put in the
 /// user's tool directory, and its lock entry.
 pub(crate) fn remove(config: &Config, name: &str) -> ExitCode {
-    let Some(tools) = airlock_host::config::default_tool_dir() else {
-        return fail("there is no data directory (set HOME or XDG_DATA_HOME)");
-    };
-    let path = match lock_path(config) {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
-    let mut lock = match Lockfile::read(&path) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
+    report(remove_tool(config, name))
+}
+
+fn remove_tool(config: &Config, name: &str) -> Result<String, String> {
+    let tools = airlock_host::config::default_tool_dir()
+        .ok_or("there is no data directory (set HOME or XDG_DATA_HOME)")?;
+    let path = lock_path(config)?;
+    let _guard = Guard::take(&path)?;
+    let mut lock = Lockfile::read(&path)?;
     let entry = lock.remove(name);
     let file = entry
         .as_ref()
@@ -187,19 +615,17 @@ pub(crate) fn remove(config: &Config, name: &str) -> ExitCode {
     let removed = match std::fs::remove_file(&file) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => return fail(format!("cannot remove {}: {e}", file.display())),
+        Err(e) => return Err(format!("cannot remove {}: {e}", file.display())),
     };
-    if entry.is_some()
-        && let Err(e) = lock.write(&path)
-    {
-        return fail(format!("cannot write {}: {e}", path.display()));
+    if entry.is_some() {
+        lock.write(&path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if !removed && entry.is_none() {
-        return fail(format!(
+        return Err(format!(
             "no tool {name} is installed in {} (`airlock tools` lists those from registries)",
             tools.display()
         ));
     }
-    println!("removed {name} ({})", file.display());
-    ExitCode::SUCCESS
+    Ok(format!("removed {name} ({})", file.display()))
 }

@@ -90,6 +90,26 @@ pub struct Cli {
     command: Command,
 }
 
+/// How to reach an OCI registry.
+#[derive(Debug, clap::Args)]
+struct RegistryArgs {
+    /// Reach the registry over plain HTTP: only for one on a loopback address (a local test registry).
+    #[arg(long)]
+    insecure_registry: bool,
+    /// The most one registry operation may take, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    registry_timeout: u64,
+}
+
+impl RegistryArgs {
+    fn options(&self) -> airlock_oci::Options {
+        airlock_oci::Options {
+            insecure: self.insecure_registry,
+            timeout: Duration::from_secs(self.registry_timeout.max(1)),
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Lists the tools, their flags and what they ask for.
@@ -156,17 +176,33 @@ enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
-    /// Installs a tool in your tool directory as NAME.wasm, after checking that it loads: a component file, or one from an OCI registry (oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST), pulled by digest and pinned in airlock.lock.
+    /// Installs a tool in your tool directory as NAME.wasm, after checking that it loads: a component file, or one from an OCI registry (oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST), whose signature is checked against [[trust]] in airlock.toml, pulled by digest, reviewed (what it asks for, what it would be granted) and pinned in airlock.lock.
     Install {
-        /// The component file, or an oci:// reference.
-        source: String,
+        /// The component file, or an oci:// reference (none with --locked: every tool airlock.lock pins). Needs --yes when not on a terminal.
+        #[arg(required_unless_present = "locked")]
+        source: Option<String>,
+        /// Change nothing in airlock.lock: install what it pins, exactly (a tag must still resolve to the pinned digest).
+        #[arg(long)]
+        locked: bool,
+        #[command(flatten)]
+        registry: RegistryArgs,
     },
-    /// Pushes a component to an OCI registry (oci://REGISTRY/REPOSITORY:TAG), after checking that it loads; credentials from AIRLOCK_REGISTRY_USERNAME and AIRLOCK_REGISTRY_PASSWORD, or Docker's credential file.
+    /// Pushes a component to an OCI registry (oci://REGISTRY/REPOSITORY:TAG), after checking that it loads, and signs it with --sign; credentials from AIRLOCK_REGISTRY_USERNAME and AIRLOCK_REGISTRY_PASSWORD, or Docker's credential file.
     Publish {
         /// The component.
         file: PathBuf,
         /// Where: oci://REGISTRY/REPOSITORY:TAG.
         reference: String,
+        /// Sign it with this private key (PEM, P-256, as `airlock keygen` writes it): a cosign signature beside it in the registry.
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Makes a key pair for signing tools: PATH (private, readable only by you) and PATH.pub (for operators' [[trust]] keys).
+    Keygen {
+        /// Where to write the private key.
+        path: PathBuf,
     },
     /// Lists the tools installed from registries: where from, at which digest, and whether the file is still as pinned.
     Tools,
@@ -358,6 +394,7 @@ async fn run(cli: Cli) -> ExitCode {
     match &cli.command {
         Command::Demo => return demo::run().await,
         Command::New { name, lang, dir } => return author::new(*lang, name, dir.as_deref()),
+        Command::Keygen { path } => return distribution::keygen(path),
         _ => {}
     }
     let config = match config_from(&cli) {
@@ -369,12 +406,34 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match &cli.command {
         Command::Build { dir } => return author::build(dir, config).await,
-        Command::Install { source } if source.starts_with("oci://") => {
-            return distribution::install(source, config).await;
+        Command::Install {
+            source,
+            locked,
+            registry,
+        } => {
+            return match source.as_deref() {
+                Some(file) if !file.starts_with("oci://") && !locked => {
+                    author::install(Path::new(file), config).await
+                }
+                reference => {
+                    let args = distribution::InstallArgs {
+                        reference,
+                        yes: cli.yes,
+                        locked: *locked,
+                        options: registry.options(),
+                    };
+                    distribution::install(args, config).await
+                }
+            };
         }
-        Command::Install { source } => return author::install(Path::new(source), config).await,
-        Command::Publish { file, reference } => {
-            return distribution::publish(file, reference, config).await;
+        Command::Publish {
+            file,
+            reference,
+            sign,
+            registry,
+        } => {
+            let options = registry.options();
+            return distribution::publish(file, reference, sign.as_deref(), options, config).await;
         }
         Command::Tools => return distribution::tools(&config),
         Command::Remove { name } => return distribution::remove(&config, name),
@@ -488,6 +547,7 @@ async fn run(cli: Cli) -> ExitCode {
         | Command::Build { .. }
         | Command::Install { .. }
         | Command::Publish { .. }
+        | Command::Keygen { .. }
         | Command::Tools
         | Command::Remove { .. } => {
             unreachable!("handled above")

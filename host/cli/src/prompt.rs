@@ -33,15 +33,35 @@ fn not_interactive(request: &PermissionRequest) -> PermissionAnswer {
     )))
 }
 
-fn ask_on_terminal(request: &PermissionRequest) -> PermissionAnswer {
+/// The controlling terminal, when airlock runs on one.
+fn terminal() -> Option<std::fs::File> {
     if !std::io::stderr().is_terminal() {
-        return not_interactive(request);
+        return None;
     }
-    let Ok(tty) = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/tty")
-    else {
+        .ok()
+}
+
+/// Asks `question` (a yes/no question) on the terminal; `None` when there
+/// is no terminal to ask on.
+pub(crate) fn confirm(question: &str) -> Option<bool> {
+    let tty = terminal()?;
+    let mut out = &tty;
+    let _ = write!(out, "{question} [y/N]: ");
+    let _ = out.flush();
+    let mut answer = String::new();
+    BufReader::new(&tty).read_line(&mut answer).ok()?;
+    Some(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+fn ask_on_terminal(request: &PermissionRequest) -> PermissionAnswer {
+    let Some(tty) = terminal() else {
         return not_interactive(request);
     };
     let mut out = &tty;

@@ -961,11 +961,21 @@ fn a_js_tool_goes_from_new_to_a_call_outside_the_repository() {
     );
 }
 
+/// Writes `~/.config/airlock/airlock.toml` under `home` with `text`.
+fn write_config(home: &Path, text: &str) {
+    let dir = home.join(".config/airlock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("airlock.toml"), text).unwrap();
+}
+
 /// A tool published to a real registry on loopback and installed by its
-/// tag: pulled by digest, pinned in airlock.lock, listed by `airlock
-/// tools`, called; a file changed after it was installed is refused at
-/// load naming both digests; a blob tampered with in the registry is
-/// refused at install; `airlock remove` takes it out.
+/// tag: refused until a `[[trust]]` rule covers the registry and the
+/// operator approves what it asks for; then pulled by digest, pinned in
+/// airlock.lock, listed by `airlock tools`, called; a file changed after it
+/// was installed is refused at load naming both digests; `--locked`
+/// reinstalls exactly what is pinned and refuses a tag that moved; an
+/// update asking for more needs approving again; a blob tampered with in
+/// the registry is refused at install; `airlock remove` takes it out.
 #[test]
 fn a_tool_goes_through_a_registry_pinned_and_verified() {
     let registry = registry::Registry::start();
@@ -973,10 +983,18 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     let source = home.path().join("patient.wasm");
     std::fs::copy(airlock_tests::guests::PATIENT, &source).unwrap();
     let reference = format!("oci://{}/airlock/patient:1.0.0", registry.addr);
+    let net = ["--insecure-registry"];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(net);
+        airlock(home.path(), &all)
+    };
     let out = airlock(
         home.path(),
         &["publish", source.to_str().unwrap(), &reference],
     );
+    assert_eq!(out.status.code(), Some(1), "plain HTTP needs the flag");
+    let out = run(&["publish", source.to_str().unwrap(), &reference]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains("manifest sha256:"),
@@ -984,8 +1002,41 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         text(&out.stdout)
     );
 
-    let out = airlock(home.path(), &["install", &reference]);
+    let installed = home.path().join(".local/share/airlock/tools/patient.wasm");
+    let out = run(&["install", &reference, "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no [[trust]] rule") && !installed.exists(),
+        "{}",
+        text(&out.stderr)
+    );
+    write_config(
+        home.path(),
+        &format!(
+            "[[trust]]\nsource = \"oci://{}/airlock\"\nunsigned = true\n",
+            registry.addr
+        ),
+    );
+    let out = run(&["install", &reference]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("run again with --yes") && !installed.exists(),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("it asks for:"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["install", &reference, "--yes"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("this configuration grants it:")
+            && text(&out.stdout).contains("unsigned (accepted"),
+        "{}",
+        text(&out.stdout)
+    );
     let lock_path = home.path().join(".config/airlock/airlock.lock");
     let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
     let entry = lock.get("patient").expect("pinned").clone();
@@ -998,7 +1049,7 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     );
     assert_eq!(entry.blake3, blake3::hash(&bytes).to_hex().to_string());
     assert!(entry.descriptor_blake3.is_some());
-    let installed = home.path().join(".local/share/airlock/tools/patient.wasm");
+    assert_eq!(entry.signed_by, None);
     assert_eq!(entry.file, installed);
     assert_eq!(std::fs::read(&installed).unwrap(), bytes);
 
@@ -1012,7 +1063,8 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         text(&out.stdout)
     );
 
-    // Changed on disk after it was installed: refused at load.
+    // Changed on disk after it was installed: refused at load; installing
+    // again (nothing more asked for) needs no approval.
     let mut changed = bytes.clone();
     changed.extend_from_slice(b"\0\x04\x03abc");
     std::fs::write(&installed, &changed).unwrap();
@@ -1026,27 +1078,219 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         )),
         "{listed}"
     );
-    let out = airlock(home.path(), &["install", &reference]);
+    let out = run(&["install", &reference]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(std::fs::read(&installed).unwrap(), bytes);
+
+    // --locked: what is pinned, exactly, and nothing else.
+    std::fs::remove_file(&installed).unwrap();
+    let out = run(&["install", "--locked"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(&installed).unwrap(), bytes);
+    let other = format!("oci://{}/airlock/other:1", registry.addr);
+    let out = run(&["install", "--locked", &other]);
+    assert!(
+        text(&out.stderr).contains("is not in airlock.lock"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The tag moves to a component that asks for more (the workspace,
+    // read-write): --locked refuses it, and it is not applied unapproved.
+    let bigger = home.path().join("fsprobe.wasm");
+    std::fs::copy(airlock_tests::guests::FSPROBE, &bigger).unwrap();
+    let out = run(&["publish", bigger.to_str().unwrap(), &reference]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["install", "--locked", &reference]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&format!("but airlock.lock pins {}", entry.manifest_digest)),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["install", &reference]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("asks for more than the version airlock.lock pins")
+            && text(&out.stdout).contains("+ workspace read-write"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        !home
+            .path()
+            .join(".local/share/airlock/tools/fsprobe.wasm")
+            .exists()
+    );
+    let out = run(&["install", &reference, "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    assert_eq!(lock.get("fsprobe").unwrap().asks, ["workspace read-write"]);
+
+    // A second install while one holds the lock is refused, not interleaved.
+    let guard =
+        std::fs::File::create(home.path().join(".config/airlock/airlock.lock.guard")).unwrap();
+    guard.lock().unwrap();
+    let out = run(&["install", &entry.pinned]);
+    assert!(
+        text(&out.stderr).contains("another airlock is installing"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(guard);
 
     // A layer tampered with in the registry: refused, nothing installed.
     let blob = registry.blob_file(&entry.layer_digest);
     let mut tampered = std::fs::read(&blob).unwrap();
     *tampered.last_mut().unwrap() ^= 1;
     std::fs::write(&blob, &tampered).unwrap();
-    let out = airlock(home.path(), &["install", &entry.pinned]);
+    std::fs::remove_file(&installed).unwrap();
+    let out = run(&["install", &entry.pinned]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains(&entry.layer_digest),
         "{}",
         text(&out.stderr)
     );
-    assert_eq!(std::fs::read(&installed).unwrap(), bytes);
-
-    let out = airlock(home.path(), &["remove", "patient"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!installed.exists());
+
+    let out = airlock(home.path(), &["remove", "fsprobe"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
-    assert!(lock.get("patient").is_none());
+    assert!(lock.get("fsprobe").is_none());
+}
+
+/// Signatures: a tool signed with one key is refused when the operator
+/// trusts another, and installed (its signer recorded and shown) when it
+/// trusts that key; an unsigned one is refused from a source that needs
+/// signatures; a registry that does not answer is given up on in time.
+#[test]
+fn signatures_decide_what_installs() {
+    let registry = registry::Registry::start();
+    let home = tempfile::tempdir().unwrap();
+    let keys = home.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    for name in ["publisher", "stranger"] {
+        let path = keys.join(name);
+        let out = airlock(home.path(), &["keygen", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let out = airlock(
+        home.path(),
+        &["keygen", keys.join("publisher").to_str().unwrap()],
+    );
+    assert!(
+        text(&out.stderr).contains("exists"),
+        "{}",
+        text(&out.stderr)
+    );
+    let source = home.path().join("patient.wasm");
+    std::fs::copy(airlock_tests::guests::PATIENT, &source).unwrap();
+    let signed = format!("oci://{}/acme/patient:1", registry.addr);
+    let unsigned = format!("oci://{}/acme/fsprobe:1", registry.addr);
+    let publisher = keys.join("publisher");
+    let out = airlock(
+        home.path(),
+        &[
+            "publish",
+            source.to_str().unwrap(),
+            &signed,
+            "--sign",
+            publisher.to_str().unwrap(),
+            "--insecure-registry",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("signed by sha256:"),
+        "{}",
+        text(&out.stdout)
+    );
+    // Another component: the same bytes published within the same second
+    // would be the same manifest, which the signature covers.
+    let other = home.path().join("fsprobe.wasm");
+    std::fs::copy(airlock_tests::guests::FSPROBE, &other).unwrap();
+    let out = airlock(
+        home.path(),
+        &[
+            "publish",
+            other.to_str().unwrap(),
+            &unsigned,
+            "--insecure-registry",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let trust = |key: &str| {
+        write_config(
+            home.path(),
+            &format!(
+                "[[trust]]\nsource = \"oci://{}/acme\"\nkeys = [\"{}\"]\n",
+                registry.addr,
+                keys.join(format!("{key}.pub")).display()
+            ),
+        );
+    };
+    let install = |reference: &str| {
+        airlock(
+            home.path(),
+            &["install", reference, "--yes", "--insecure-registry"],
+        )
+    };
+    let installed = home.path().join(".local/share/airlock/tools/patient.wasm");
+    trust("stranger");
+    let out = install(&signed);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("none of them by a key") && !installed.exists(),
+        "{}",
+        text(&out.stderr)
+    );
+    trust("publisher");
+    let out = install(&unsigned);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("is not signed")
+            && !home
+                .path()
+                .join(".local/share/airlock/tools/fsprobe.wasm")
+                .exists(),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = install(&signed);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lock =
+        airlock_host::lock::Lockfile::read(&home.path().join(".config/airlock/airlock.lock"))
+            .unwrap();
+    let signer = lock.get("patient").unwrap().signed_by.clone().unwrap();
+    assert!(signer.contains("publisher.pub"), "{signer}");
+    let out = airlock(home.path(), &["tools"]);
+    assert!(text(&out.stdout).contains(&signer), "{}", text(&out.stdout));
+
+    // A registry that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    write_config(
+        home.path(),
+        &format!("[[trust]]\nsource = \"oci://127.0.0.1:{port}\"\nunsigned = true\n"),
+    );
+    let out = airlock(
+        home.path(),
+        &[
+            "install",
+            &format!("oci://127.0.0.1:{port}/acme/patient:1"),
+            "--yes",
+            "--insecure-registry",
+            "--registry-timeout",
+            "1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("did not finish within 1 s"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(silent);
 }

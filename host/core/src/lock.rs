@@ -1,10 +1,10 @@
 //! `airlock.lock`, beside the configuration: each tool installed from a
 //! registry, pinned. It records where the tool came from (the reference as
 //! asked, and pinned to the manifest's digest), the manifest and layer
-//! digests, the component's BLAKE3, its descriptor's BLAKE3, and the file
-//! it was installed as. Every load of that file checks its bytes against
-//! the lock, so a component changed on disk after it was installed is
-//! refused, naming both digests.
+//! digests, the component's BLAKE3, its descriptor's BLAKE3, the file it
+//! was installed as, the key that signed it and what it asks for. Every
+//! load of that file checks its bytes against the lock, so a component
+//! changed on disk after it was installed is refused, naming both digests.
 //!
 //! ```
 //! use airlock_core::lock::{LockedTool, Lockfile};
@@ -18,6 +18,8 @@
 //!     blake3: "22".into(),
 //!     descriptor_blake3: Some("33".into()),
 //!     file: "/home/me/.local/share/airlock/tools/wc.wasm".into(),
+//!     signed_by: Some("sha256:44 (/etc/airlock/acme.pub)".into()),
+//!     asks: vec!["workspace read-only".into()],
 //! });
 //! let text = lock.to_toml();
 //! assert_eq!(Lockfile::parse(&text).unwrap(), lock);
@@ -58,6 +60,16 @@ pub struct LockedTool {
     pub descriptor_blake3: Option<String>,
     /// The file it was installed as.
     pub file: PathBuf,
+    /// The trusted key whose signature verified at install: its
+    /// fingerprint and the file it was read from. None when the source's
+    /// `[[trust]]` rule lets it be unsigned and it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+    /// What the tool asks for (workspace access, hosts, environment
+    /// variables), as the operator approved it: an update that asks for
+    /// more needs approving again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<String>,
 }
 
 /// The most an `airlock.lock` may hold.

@@ -28,7 +28,7 @@ pub use airlock_mcp_client as mcp_client;
 /// (`airlock.toml`, with Claude Code's hooks and settings).
 pub mod config {
     pub use airlock_core::config::{
-        ConfigError, HostPath, McpServerConfig, MountConfig, ToolConfig, ToolSearchMode,
+        ConfigError, HostPath, McpServerConfig, MountConfig, ToolConfig, ToolSearchMode, TrustRule,
         approvals_file, default_cache_dir, default_sdk_dir, default_tool_dir, hooks, settings,
     };
 }

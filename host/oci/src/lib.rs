@@ -22,6 +22,10 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
 use std::fmt;
+use std::time::Duration;
+
+mod sign;
+pub use sign::{PublicKey, SigningKey, Verdict, sign, verify};
 
 /// The media type of the layer that holds the component.
 pub const WASM_LAYER: &str = "application/wasm";
@@ -305,23 +309,184 @@ pub struct Pulled {
     pub bytes: Vec<u8>,
 }
 
-fn client(reference: &OciRef) -> Client {
-    static PROVIDER: std::sync::Once = std::sync::Once::new();
-    PROVIDER.call_once(|| {
-        // Another part of the process may have installed one already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-    let protocol = if reference.is_loopback() {
-        ClientProtocol::Http
-    } else {
-        ClientProtocol::Https
-    };
-    Client::new(ClientConfig {
-        protocol,
-        connect_timeout: Some(std::time::Duration::from_secs(10)),
-        read_timeout: Some(std::time::Duration::from_secs(60)),
-        ..ClientConfig::default()
-    })
+/// How to reach a registry.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Plain HTTP instead of HTTPS (`--insecure-registry`): only for a
+    /// registry on a loopback address.
+    pub insecure: bool,
+    /// The most one whole operation (a push, a pull, a signature check)
+    /// may take.
+    pub timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            insecure: false,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The most a manifest may be (the distribution server's own cap).
+const MANIFEST_BYTES: usize = 4 << 20;
+
+/// One operation's connection to the registry `reference` names.
+struct Session<'a> {
+    client: Client,
+    auth: RegistryAuth,
+    reference: &'a OciRef,
+    timeout: Duration,
+}
+
+impl<'a> Session<'a> {
+    fn open(reference: &'a OciRef, auth: &Auth, options: &Options) -> Result<Session<'a>, Error> {
+        static PROVIDER: std::sync::Once = std::sync::Once::new();
+        PROVIDER.call_once(|| {
+            // Another part of the process may have installed one already.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+        let protocol = match (options.insecure, reference.is_loopback()) {
+            (false, _) => ClientProtocol::Https,
+            (true, true) => ClientProtocol::Http,
+            (true, false) => {
+                return Err(Error::Reference(format!(
+                    "{reference}: plain HTTP (--insecure-registry) is only for a registry on a \
+                     loopback address"
+                )));
+            }
+        };
+        // Each connection and read has its own limit; the whole operation
+        // has `options.timeout` (see `within`).
+        let client = Client::new(ClientConfig {
+            protocol,
+            connect_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Some(Duration::from_secs(30)),
+            ..ClientConfig::default()
+        });
+        Ok(Session {
+            client,
+            auth: auth.registry_auth(),
+            reference,
+            timeout: options.timeout,
+        })
+    }
+
+    fn registry_error(&self, e: oci_client::errors::OciDistributionError) -> Error {
+        Error::Registry {
+            registry: self.reference.registry().to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    /// Runs `work` within the operation's time limit.
+    async fn within<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Registry {
+                    registry: self.reference.registry().to_string(),
+                    message: format!(
+                        "it did not finish within {} s (is the registry up, and reachable?)",
+                        self.timeout.as_secs_f64()
+                    ),
+                })
+            })
+    }
+
+    /// The raw manifest `at` (a reference by tag or digest) names, of one
+    /// of the OCI image manifest types; `None` when there is none.
+    async fn manifest(&self, at: &OciRef) -> Result<Option<Vec<u8>>, Error> {
+        use oci_client::errors::{OciDistributionError as E, OciErrorCode};
+        let pulled = self
+            .client
+            .pull_manifest_raw(&at.0, &self.auth, &[OCI_IMAGE_MEDIA_TYPE])
+            .await;
+        let raw = match pulled {
+            Ok((raw, _)) => raw,
+            Err(E::ImageManifestNotFoundError(_)) => return Ok(None),
+            Err(E::RegistryError { envelope, .. })
+                if envelope
+                    .errors
+                    .iter()
+                    .any(|e| matches!(e.code, OciErrorCode::ManifestUnknown)) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(self.registry_error(e)),
+        };
+        if raw.len() > MANIFEST_BYTES {
+            return Err(Error::Layout {
+                reference: at.to_string(),
+                why: format!(
+                    "its manifest is {} bytes, over the {MANIFEST_BYTES} a manifest may be",
+                    raw.len()
+                ),
+            });
+        }
+        Ok(Some(raw.to_vec()))
+    }
+
+    /// The blob `layer` describes, in `at`'s repository: at most
+    /// `max_bytes`, exactly its declared size, and of its digest.
+    async fn blob(
+        &self,
+        at: &OciRef,
+        layer: &oci_client::manifest::OciDescriptor,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, Error> {
+        let integrity = |why: String| Error::Integrity {
+            reference: at.to_string(),
+            why,
+        };
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if size > max_bytes {
+            return Err(Error::Layout {
+                reference: at.to_string(),
+                why: format!(
+                    "its layer {} is {size} bytes, over the {max_bytes} bytes allowed",
+                    layer.digest
+                ),
+            });
+        }
+        let mut stream = self
+            .client
+            .pull_blob_stream(&at.0, layer)
+            .await
+            .map_err(|e| self.registry_error(e))?;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                integrity(format!("the layer {} could not be read: {e}", layer.digest))
+            })?;
+            if bytes.len() as u64 + chunk.len() as u64 > size {
+                return Err(integrity(format!(
+                    "the layer {} is longer than the {size} bytes its manifest says",
+                    layer.digest
+                )));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        if bytes.len() as u64 != size {
+            return Err(integrity(format!(
+                "the layer {} is {} bytes, not the {size} its manifest says",
+                layer.digest,
+                bytes.len()
+            )));
+        }
+        let received = sha256(&bytes);
+        if received != layer.digest {
+            return Err(integrity(format!(
+                "the layer's digest is {received}, not {}",
+                layer.digest
+            )));
+        }
+        Ok(bytes)
+    }
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -337,6 +502,7 @@ pub async fn publish(
     wasm: &[u8],
     info: &ComponentInfo,
     auth: &Auth,
+    options: &Options,
 ) -> Result<Artifact, Error> {
     if reference.tag().is_none() || reference.digest().is_some() {
         return Err(Error::Reference(format!(
@@ -344,10 +510,7 @@ pub async fn publish(
              registry's to give"
         )));
     }
-    let registry_error = |e: oci_client::errors::OciDistributionError| Error::Registry {
-        registry: reference.registry().to_string(),
-        message: e.to_string(),
-    };
+    let session = Session::open(reference, auth, options)?;
     let layer_digest = sha256(wasm);
     let config = serde_json::json!({
         "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -363,121 +526,111 @@ pub async fn publish(
     );
     let layers = [ImageLayer::new(wasm.to_vec(), WASM_LAYER.to_string(), None)];
     let manifest = OciImageManifest::build(&layers, &config, None);
-    let client = client(reference);
-    let auth = auth.registry_auth();
-    client
-        .push(&reference.0, &layers, config, &auth, Some(manifest))
+    session
+        .within(async {
+            session
+                .client
+                .push(&reference.0, &layers, config, &session.auth, Some(manifest))
+                .await
+                .map_err(|e| session.registry_error(e))?;
+            let manifest_digest = session
+                .client
+                .fetch_manifest_digest(&reference.0, &session.auth)
+                .await
+                .map_err(|e| session.registry_error(e))?;
+            Ok(Artifact {
+                pinned: reference.pinned(&manifest_digest),
+                manifest_digest,
+                layer_digest,
+            })
+        })
         .await
-        .map_err(registry_error)?;
-    let manifest_digest = client
-        .fetch_manifest_digest(&reference.0, &auth)
-        .await
-        .map_err(registry_error)?;
-    Ok(Artifact {
-        pinned: reference.pinned(&manifest_digest),
-        manifest_digest,
-        layer_digest,
-    })
 }
 
-/// Pulls the component at `reference`: a tag is resolved to its manifest
-/// digest once, and everything is fetched by that digest. `max_bytes`
-/// caps the component's size.
-pub async fn pull(reference: &OciRef, auth: &Auth, max_bytes: u64) -> Result<Pulled, Error> {
-    let registry_error = |e: oci_client::errors::OciDistributionError| Error::Registry {
-        registry: reference.registry().to_string(),
-        message: e.to_string(),
-    };
-    let client = client(reference);
-    let registry_auth = auth.registry_auth();
-    let manifest_digest = match reference.digest() {
-        Some(digest) => digest.to_string(),
-        None => client
-            .fetch_manifest_digest(&reference.0, &registry_auth)
+/// Resolves `reference` to its manifest's digest (once: a tag that moves
+/// meanwhile changes nothing), and pulls the component by that digest,
+/// checked: one `application/wasm` layer of at most `max_bytes`, under the
+/// wasm config type, with the size and SHA-256 its manifest gives.
+pub async fn pull(
+    reference: &OciRef,
+    auth: &Auth,
+    max_bytes: u64,
+    options: &Options,
+) -> Result<Pulled, Error> {
+    let session = Session::open(reference, auth, options)?;
+    session
+        .within(async {
+            let manifest_digest = resolve(&session).await?;
+            let pinned = reference.pinned(&manifest_digest);
+            let layout = |why: String| Error::Layout {
+                reference: pinned.to_string(),
+                why,
+            };
+            let raw = session
+                .manifest(&pinned)
+                .await?
+                .ok_or_else(|| layout("the registry has no such manifest".into()))?;
+            let received = sha256(&raw);
+            if received != manifest_digest {
+                return Err(Error::Integrity {
+                    reference: pinned.to_string(),
+                    why: format!("the manifest's digest is {received}, not {manifest_digest}"),
+                });
+            }
+            let manifest: OciImageManifest = serde_json::from_slice(&raw)
+                .map_err(|e| layout(format!("its manifest is not an OCI image manifest: {e}")))?;
+            if manifest.config.media_type != WASM_CONFIG {
+                return Err(layout(format!(
+                    "its config is {}, not {WASM_CONFIG}",
+                    manifest.config.media_type
+                )));
+            }
+            let [layer] = manifest.layers.as_slice() else {
+                return Err(layout(format!(
+                    "it has {} layers; a component artifact has one",
+                    manifest.layers.len()
+                )));
+            };
+            if layer.media_type != WASM_LAYER {
+                return Err(layout(format!(
+                    "its layer is {}, not {WASM_LAYER}",
+                    layer.media_type
+                )));
+            }
+            let bytes = session.blob(&pinned, layer, max_bytes).await?;
+            Ok(Pulled {
+                artifact: Artifact {
+                    pinned,
+                    manifest_digest,
+                    layer_digest: layer.digest.clone(),
+                },
+                bytes,
+            })
+        })
+        .await
+}
+
+/// The digest of the manifest `session`'s reference names: its own when
+/// it is pinned, else the tag's now.
+async fn resolve(session: &Session<'_>) -> Result<String, Error> {
+    match session.reference.digest() {
+        Some(digest) => Ok(digest.to_string()),
+        None => session
+            .client
+            .fetch_manifest_digest(&session.reference.0, &session.auth)
             .await
-            .map_err(registry_error)?,
-    };
-    let pinned = reference.pinned(&manifest_digest);
-    let layout = |why: String| Error::Layout {
-        reference: pinned.to_string(),
-        why,
-    };
-    let integrity = |why: String| Error::Integrity {
-        reference: pinned.to_string(),
-        why,
-    };
-    let (raw, _) = client
-        .pull_manifest_raw(&pinned.0, &registry_auth, &[OCI_IMAGE_MEDIA_TYPE])
-        .await
-        .map_err(registry_error)?;
-    let received = sha256(&raw);
-    if received != manifest_digest {
-        return Err(integrity(format!(
-            "the manifest's digest is {received}, not {manifest_digest}"
-        )));
+            .map_err(|e| session.registry_error(e)),
     }
-    let manifest: OciImageManifest = serde_json::from_slice(&raw)
-        .map_err(|e| layout(format!("its manifest is not an OCI image manifest: {e}")))?;
-    if manifest.config.media_type != WASM_CONFIG {
-        return Err(layout(format!(
-            "its config is {}, not {WASM_CONFIG}",
-            manifest.config.media_type
-        )));
-    }
-    let [layer] = manifest.layers.as_slice() else {
-        return Err(layout(format!(
-            "it has {} layers; a component artifact has one",
-            manifest.layers.len()
-        )));
-    };
-    if layer.media_type != WASM_LAYER {
-        return Err(layout(format!(
-            "its layer is {}, not {WASM_LAYER}",
-            layer.media_type
-        )));
-    }
-    let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
-    if size > max_bytes {
-        return Err(layout(format!(
-            "its layer is {size} bytes, over the {max_bytes} bytes a component may be"
-        )));
-    }
-    let mut stream = client
-        .pull_blob_stream(&pinned.0, layer)
-        .await
-        .map_err(registry_error)?;
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk
-            .map_err(|e| integrity(format!("the layer {} could not be read: {e}", layer.digest)))?;
-        if bytes.len() as u64 + chunk.len() as u64 > size {
-            return Err(integrity(format!(
-                "the layer is longer than the {size} bytes its manifest says"
-            )));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    if bytes.len() as u64 != size {
-        return Err(integrity(format!(
-            "the layer is {} bytes, not the {size} its manifest says",
-            bytes.len()
-        )));
-    }
-    let received = sha256(&bytes);
-    if received != layer.digest {
-        return Err(integrity(format!(
-            "the layer's digest is {received}, not {}",
-            layer.digest
-        )));
-    }
-    Ok(Pulled {
-        artifact: Artifact {
-            pinned,
-            manifest_digest,
-            layer_digest: layer.digest.clone(),
-        },
-        bytes,
-    })
+}
+
+/// What `reference`'s tag resolves to now (its own digest when pinned).
+pub async fn resolve_digest(
+    reference: &OciRef,
+    auth: &Auth,
+    options: &Options,
+) -> Result<String, Error> {
+    let session = Session::open(reference, auth, options)?;
+    session.within(resolve(&session)).await
 }
 
 #[cfg(test)]
@@ -506,6 +659,22 @@ mod tests {
         ] {
             assert!(OciRef::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn plain_http_is_only_for_a_registry_on_loopback() {
+        let insecure = Options {
+            insecure: true,
+            ..Options::default()
+        };
+        let remote = OciRef::parse("oci://ghcr.io/acme/wc:1").unwrap();
+        let error = Session::open(&remote, &Auth::Anonymous, &insecure)
+            .err()
+            .expect("refused");
+        assert!(error.to_string().contains("loopback"), "{error}");
+        assert!(Session::open(&remote, &Auth::Anonymous, &Options::default()).is_ok());
+        let local = OciRef::parse("oci://127.0.0.1:5000/acme/wc:1").unwrap();
+        assert!(Session::open(&local, &Auth::Anonymous, &insecure).is_ok());
     }
 
     #[test]

@@ -53,6 +53,9 @@ impl Config {
         if let Some(file) = &mut config.approvals {
             fix(file);
         }
+        for rule in &mut config.trust {
+            rule.keys.iter_mut().for_each(fix);
+        }
         for group in config
             .hooks
             .pre_tool_use

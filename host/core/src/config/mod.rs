@@ -101,6 +101,83 @@ pub struct Config {
     /// sandbox, so their calls ask in the default mode.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// Whose signatures `airlock install` accepts for tools from which
+    /// registries (`[[trust]]`, see [`TrustRule`]). A registry no rule
+    /// covers is not installed from.
+    #[serde(default)]
+    pub trust: Vec<TrustRule>,
+}
+
+/// `[[trust]]`: the keys whose cosign signatures `airlock install` accepts
+/// for tools under `source`, or that tools from there may be unsigned.
+///
+/// ```
+/// let config = airlock_core::config::Config::from_toml(r#"
+///     [[trust]]
+///     source = "oci://ghcr.io/acme"
+///     keys = ["/etc/airlock/acme.pub"]
+///     [[trust]]
+///     source = "oci://127.0.0.1:5000/scratch"
+///     unsigned = true
+/// "#, None).unwrap();
+/// let rule = airlock_core::config::TrustRule::for_reference(&config.trust, "ghcr.io/acme/wc");
+/// assert_eq!(rule.unwrap().keys.len(), 1);
+/// assert!(airlock_core::config::TrustRule::for_reference(&config.trust, "ghcr.io/other/wc").is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustRule {
+    /// `oci://REGISTRY` or `oci://REGISTRY/REPOSITORY-PREFIX`: the rule
+    /// covers that registry's repositories, or those at or under the prefix
+    /// (whole path segments). The longest rule that covers a reference
+    /// applies.
+    pub source: String,
+    /// PEM public keys (P-256, as `cosign.pub` or `airlock keygen` write
+    /// them); a tool must be signed by one of them.
+    #[serde(default)]
+    pub keys: Vec<PathBuf>,
+    /// Tools from here may be unsigned (a signature by one of `keys` is
+    /// still checked and recorded when there is one).
+    #[serde(default)]
+    pub unsigned: bool,
+}
+
+impl TrustRule {
+    /// The rule for `registry_and_repository` (`ghcr.io/acme/wc`): the
+    /// longest whose source covers it.
+    pub fn for_reference<'r>(
+        rules: &'r [TrustRule],
+        registry_and_repository: &str,
+    ) -> Option<&'r TrustRule> {
+        rules
+            .iter()
+            .filter(|r| {
+                let prefix = r.source.trim_start_matches("oci://").trim_end_matches('/');
+                registry_and_repository == prefix
+                    || registry_and_repository
+                        .strip_prefix(prefix)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+            .max_by_key(|r| r.source.trim_end_matches('/').len())
+    }
+
+    /// What is wrong with the rule, if anything.
+    pub fn problem(&self) -> Option<String> {
+        let rest = self.source.strip_prefix("oci://");
+        if rest.is_none_or(|r| r.trim_end_matches('/').is_empty()) {
+            return Some(format!(
+                "[[trust]] source {:?}: write oci://REGISTRY or oci://REGISTRY/REPOSITORY",
+                self.source
+            ));
+        }
+        if self.keys.is_empty() && !self.unsigned {
+            return Some(format!(
+                "[[trust]] {}: give `keys` (the publishers' public keys) or `unsigned = true`",
+                self.source
+            ));
+        }
+        None
+    }
 }
 
 /// An external MCP server, started as a child process speaking MCP on its
@@ -180,6 +257,7 @@ impl Default for Config {
             source: None,
             approvals: None,
             mcp_servers: BTreeMap::new(),
+            trust: Vec::new(),
         }
     }
 }
