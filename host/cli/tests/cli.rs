@@ -994,6 +994,11 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         &["publish", source.to_str().unwrap(), &reference],
     );
     assert_eq!(out.status.code(), Some(1), "plain HTTP needs the flag");
+    assert!(
+        text(&out.stderr).contains("needs --insecure-registry"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = run(&["publish", source.to_str().unwrap(), &reference]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(

@@ -23,13 +23,16 @@ use std::time::Duration;
 /// A configuration that loads the tools in `tools` only, with `home`'s
 /// `airlock.toml` as its source (so `airlock.lock` is looked for there).
 fn config(home: &Path, tools: &Path, cache: &Path) -> Config {
-    Config {
+    let mut config = Config {
         tool_dirs: Some(vec![tools.to_path_buf()]),
         bundled_tools: false,
         cache_dir: Some(cache.to_path_buf()),
         source: Some(home.join("airlock.toml")),
         ..Config::default()
-    }
+    };
+    // A host for `fetch`, so that every tool is available.
+    config.tools.entry("*".into()).or_default().network = vec!["localhost".into()];
+    config
 }
 
 fn lockfile(c: &mut Criterion) {

@@ -22,6 +22,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 mod sign;
@@ -152,7 +153,7 @@ impl fmt::Display for OciRef {
 }
 
 /// Credentials for a registry. `Debug` never shows the password.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub enum Auth {
     /// No credentials.
     #[default]
@@ -198,7 +199,8 @@ impl Auth {
             .unwrap_or_default()
     }
 
-    /// The entry for `registry` in a Docker credential file's `auths`.
+    /// The entry for `registry` in a Docker credential file's `auths`
+    /// (Docker Hub's is keyed by its legacy index URL).
     fn from_docker_config(bytes: &[u8], registry: &str) -> Option<Auth> {
         let config: serde_json::Value = serde_json::from_slice(bytes).ok()?;
         let entry = config
@@ -212,7 +214,7 @@ impl Auth {
                     .split('/')
                     .next()
                     .unwrap_or_default();
-                (host == registry).then_some(entry)
+                (docker_hub_as_one(host) == docker_hub_as_one(registry)).then_some(entry)
             })?;
         if let Some(encoded) = entry.get("auth").and_then(|a| a.as_str()) {
             let decoded = base64::engine::general_purpose::STANDARD
@@ -238,6 +240,15 @@ impl Auth {
                 RegistryAuth::Basic(username.clone(), password.clone())
             }
         }
+    }
+}
+
+/// Docker Hub's names for its registry, as one (`docker login` keys its
+/// credentials by `https://index.docker.io/v1/`).
+fn docker_hub_as_one(host: &str) -> &str {
+    match host {
+        "docker.io" | "index.docker.io" | "registry-1.docker.io" => "docker.io",
+        other => other,
     }
 }
 
@@ -332,21 +343,52 @@ impl Default for Options {
 /// The most a manifest may be (the distribution server's own cap).
 const MANIFEST_BYTES: usize = 4 << 20;
 
+/// The process's client for `protocol`, `registry` and `auth`, made on
+/// first use: making one loads the system's root certificates (some 300
+/// files here), which costs more than a whole pull from a registry on
+/// this machine. (A client keeps the first credentials it is given for a
+/// registry, hence one per credentials.)
+fn shared_client(protocol: ClientProtocol, registry: &str, auth: &Auth) -> Client {
+    type Key = (bool, String, Auth);
+    static CLIENTS: OnceLock<std::sync::Mutex<Vec<(Key, Client)>>> = OnceLock::new();
+    let key = (
+        matches!(protocol, ClientProtocol::Http),
+        registry.to_string(),
+        auth.clone(),
+    );
+    let mut clients = CLIENTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
+        return client.clone();
+    }
+    // Another part of the process may have installed a provider already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Each connection and read has its own limit; a whole operation has its
+    // `Options::timeout` (see `Session::within`).
+    let client = Client::new(ClientConfig {
+        protocol,
+        connect_timeout: Some(Duration::from_secs(10)),
+        read_timeout: Some(Duration::from_secs(30)),
+        ..ClientConfig::default()
+    });
+    clients.push((key, client.clone()));
+    client
+}
+
 /// One operation's connection to the registry `reference` names.
 struct Session<'a> {
     client: Client,
     auth: RegistryAuth,
     reference: &'a OciRef,
     timeout: Duration,
+    /// A hint for errors: HTTPS to a registry on loopback.
+    https_to_loopback: bool,
 }
 
 impl<'a> Session<'a> {
     fn open(reference: &'a OciRef, auth: &Auth, options: &Options) -> Result<Session<'a>, Error> {
-        static PROVIDER: std::sync::Once = std::sync::Once::new();
-        PROVIDER.call_once(|| {
-            // Another part of the process may have installed one already.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        });
         let protocol = match (options.insecure, reference.is_loopback()) {
             (false, _) => ClientProtocol::Https,
             (true, true) => ClientProtocol::Http,
@@ -357,26 +399,25 @@ impl<'a> Session<'a> {
                 )));
             }
         };
-        // Each connection and read has its own limit; the whole operation
-        // has `options.timeout` (see `within`).
-        let client = Client::new(ClientConfig {
-            protocol,
-            connect_timeout: Some(Duration::from_secs(10)),
-            read_timeout: Some(Duration::from_secs(30)),
-            ..ClientConfig::default()
-        });
         Ok(Session {
-            client,
+            client: shared_client(protocol, reference.registry(), auth),
             auth: auth.registry_auth(),
             reference,
             timeout: options.timeout,
+            https_to_loopback: !options.insecure && reference.is_loopback(),
         })
     }
 
     fn registry_error(&self, e: oci_client::errors::OciDistributionError) -> Error {
+        let hint = if self.https_to_loopback {
+            " (spoken to over HTTPS: a registry on this machine that serves plain HTTP needs \
+             --insecure-registry)"
+        } else {
+            ""
+        };
         Error::Registry {
             registry: self.reference.registry().to_string(),
-            message: e.to_string(),
+            message: format!("{e}{hint}"),
         }
     }
 
@@ -688,5 +729,8 @@ mod tests {
         assert!(!format!("{auth:?}").contains("s3cret"));
         assert!(Auth::from_docker_config(file, "127.0.0.1:5123").is_some());
         assert!(Auth::from_docker_config(file, "docker.io").is_none());
+        let hub = br#"{"auths": {"https://index.docker.io/v1/": {"auth": "dXNlcjpzM2NyZXQ="}}}"#;
+        assert!(Auth::from_docker_config(hub, "docker.io").is_some());
+        assert!(Auth::from_docker_config(hub, "registry-1.docker.io").is_some());
     }
 }
