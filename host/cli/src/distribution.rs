@@ -98,6 +98,9 @@ fn keygen_at(path: &Path) -> Result<String, String> {
             return Err(format!("{} exists; choose another name", p.display()));
         }
     }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    }
     let key = SigningKey::generate()?;
     let private = key.to_pem()?;
     airlock_host::host_files::write_private(path, private.as_bytes())

@@ -80,7 +80,7 @@ pub struct Cli {
     /// The permission mode: default, acceptEdits, plan, bypassPermissions or dontAsk.
     #[arg(long, global = true, value_name = "MODE")]
     mode: Option<PermissionMode>,
-    /// Answer yes to every permission prompt.
+    /// Answer yes to every permission prompt, and approve what `airlock install` shows a tool asks for.
     #[arg(long, global = true)]
     yes: bool,
     /// Log more (-v info, -vv debug); logs go to stderr.
