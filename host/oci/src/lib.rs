@@ -566,7 +566,10 @@ pub async fn publish(
         None,
     );
     let layers = [ImageLayer::new(wasm.to_vec(), WASM_LAYER.to_string(), None)];
-    let manifest = OciImageManifest::build(&layers, &config, None);
+    let mut manifest = OciImageManifest::build(&layers, &config, None);
+    // oci-client leaves it out; the wasm ecosystem's client (oci-wasm, under
+    // wkg and Wassette) refuses a manifest without it.
+    manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_string());
     session
         .within(async {
             session

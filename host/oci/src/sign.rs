@@ -14,7 +14,7 @@
 use super::{Artifact, Auth, Error, OciRef, Options, Session, sha256};
 use base64::Engine as _;
 use oci_client::client::{Config, ImageLayer};
-use oci_client::manifest::OciImageManifest;
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use p256::ecdsa::signature::{Signer as _, Verifier as _};
 use p256::pkcs8::{DecodePublicKey, EncodePrivateKey, EncodePublicKey, LineEnding};
 use std::collections::BTreeMap;
@@ -273,7 +273,8 @@ pub async fn sign(
                 )])),
             ));
             let config = Config::new(b"{}".to_vec(), SIGNATURE_CONFIG.to_string(), None);
-            let manifest = OciImageManifest::build(&layers, &config, None);
+            let mut manifest = OciImageManifest::build(&layers, &config, None);
+            manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_string());
             session
                 .client
                 .push(&at.0, &layers, config, &session.auth, Some(manifest))

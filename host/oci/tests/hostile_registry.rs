@@ -135,6 +135,33 @@ async fn publish(registry: &registry::Registry, tag: &str, bytes: &[u8]) -> airl
     .expect("published")
 }
 
+/// What the wasm ecosystem's client (oci-wasm 0.6, under wkg and
+/// Wassette) requires of a component artifact beyond the layout `pull`
+/// checks: the manifest names its media type, and the config carries
+/// `created`, `architecture`, `os`, `layerDigests` and `component`.
+#[tokio::test]
+async fn a_published_artifact_has_what_the_wasm_ecosystems_client_requires() {
+    let registry = registry::Registry::start();
+    let artifact = publish(&registry, "1", b"\0asm\x0d\0\x01\0").await;
+    let reference: Reference = format!("{}/acme/tool@{}", registry.addr, artifact.manifest_digest)
+        .parse()
+        .unwrap();
+    let (manifest, _, config) = client()
+        .pull_manifest_and_config(&reference, &RegistryAuth::Anonymous)
+        .await
+        .unwrap();
+    assert_eq!(manifest.media_type.as_deref(), Some(OCI_IMAGE_MEDIA_TYPE));
+    assert_eq!(manifest.config.media_type, airlock_oci::WASM_CONFIG);
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["architecture"], "wasm");
+    assert_eq!(config["os"], "wasip2");
+    assert_eq!(
+        config["layerDigests"][0].as_str(),
+        Some(artifact.layer_digest.as_str())
+    );
+    assert!(config["component"]["imports"].is_array() && config["created"].is_string());
+}
+
 #[tokio::test]
 async fn a_signature_counts_only_for_the_digest_it_names() {
     let registry = registry::Registry::start();
