@@ -118,22 +118,35 @@ impl LoadBounds {
     }
 
     /// Compiles the `pending` tools in the background, within these
-    /// bounds; `None` when there are none.
-    pub fn compile_in_background(&self, pending: Vec<Pending>) -> Option<Compiling> {
+    /// bounds, the smallest components first (most tools are ready
+    /// soonest, and a call that arrives before its tool's turn starts that
+    /// compile itself); `None` when there are none.
+    pub fn compile_in_background(&self, mut pending: Vec<Pending>) -> Option<Compiling> {
         if pending.is_empty() {
             return None;
         }
-        let mut tasks = tokio::task::JoinSet::new();
-        for Pending(tool) in pending {
-            let mib = self.room(tool.bytes());
-            let (parallel, budget) = (self.parallel.clone(), self.budget.clone());
-            tasks.spawn(async move {
-                let _turn = parallel.acquire_owned().await;
-                let _room = budget.acquire_many_owned(mib).await;
-                let _ = tool.settle().await;
-            });
-        }
+        pending.sort_by_key(|Pending(tool)| tool.bytes().len());
+        let bounds = self.clone();
         let all = tokio::spawn(async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            for Pending(tool) in pending {
+                // Turns are taken here, in order, so the order holds.
+                let Ok(turn) = bounds.parallel.clone().acquire_owned().await else {
+                    break;
+                };
+                let Ok(room) = bounds
+                    .budget
+                    .clone()
+                    .acquire_many_owned(bounds.room(tool.bytes()))
+                    .await
+                else {
+                    break;
+                };
+                tasks.spawn(async move {
+                    let _held = (turn, room);
+                    let _ = tool.settle().await;
+                });
+            }
             while let Some(joined) = tasks.join_next().await {
                 if let Err(e) = joined {
                     tracing::error!("a background compile failed: {e}");
