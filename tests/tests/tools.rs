@@ -786,7 +786,7 @@ async fn every_bundled_tool_has_a_sound_descriptor() {
     assert_eq!(
         names,
         [
-            "cd", "edit", "fetch", "glob", "grep", "ls", "read", "sleep", "write"
+            "bash", "cd", "edit", "fetch", "glob", "grep", "ls", "read", "sleep", "write"
         ]
     );
     for entry in airlock.registry().entries() {
@@ -803,7 +803,7 @@ async fn every_bundled_tool_has_a_sound_descriptor() {
         assert_eq!(
             d.preflight,
             Preflight {
-                classify: false,
+                classify: d.name == "bash",
                 validate: validates,
                 check_permissions: false,
             },

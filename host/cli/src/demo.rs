@@ -114,6 +114,21 @@ fn script(port: u16) -> Vec<Turn> {
             ],
         },
         Turn {
+            title: "a shell in the sandbox: reading lines run side by side, a writing one alone",
+            steps: vec![
+                ok("bash", json!({"command": "grep -c fn *.rs"})),
+                ok(
+                    "bash",
+                    json!({"command": "find .. -type f | sort | head -n 4"}),
+                ),
+                ok(
+                    "bash",
+                    json!({"command": "echo '- try the shell' >> ../notes/todo.md && cat ../notes/todo.md"}),
+                ),
+                refused("bash", json!({"command": "python3 --version"})),
+            ],
+        },
+        Turn {
             title: "waiting and the network: fetch reaches only the granted host",
             steps: vec![
                 ok("sleep", json!({"ms": 300})),

@@ -382,7 +382,8 @@ fn the_demo_runs_end_to_end() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("all as expected"), "{stdout}");
-    assert!(stdout.contains("[16/16]"), "{stdout}");
+    assert!(stdout.contains("[20/20]"), "{stdout}");
+    assert!(stdout.contains("a shell in the sandbox"), "{stdout}");
     assert!(stdout.contains("timeline of turn 1"), "{stdout}");
 }
 

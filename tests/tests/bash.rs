@@ -1,0 +1,440 @@
+//! The `bash` tool: parity with GNU bash on the scripts agents run
+//! (`tests/bash-parity/`), per-command classification, context changes, and
+//! what the sandbox must hold (no native processes, no network, no escape
+//! from the grants, loops and floods stopped).
+
+use airlock_host::config::ToolConfig;
+use airlock_host::{
+    Airlock, ErrorClass, ExecutorEvent, PermissionMode, SafetyFlags, ToolContext, ToolResult,
+    ToolUse,
+};
+use airlock_tests::*;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn parity_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bash-parity")
+}
+
+/// A copy of the fixture tree, in a directory named `project` (so scripts
+/// that print its name print the same under both shells).
+struct Fixture {
+    _parent: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Fixture {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn fixture() -> Fixture {
+    let parent = tempfile::tempdir().unwrap();
+    let path = parent.path().join("project");
+    std::fs::create_dir(&path).unwrap();
+    copy_tree(&parity_dir().join("fixture"), &path);
+    Fixture {
+        _parent: parent,
+        path,
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The scripts of `scripts.txt`, by name.
+fn scripts() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(parity_dir().join("scripts.txt")).unwrap();
+    text.split("\n### ")
+        .skip(1)
+        .map(|block| {
+            let (name, body) = block.split_once('\n').unwrap_or((block, ""));
+            (name.trim().to_string(), body.trim_end().to_string())
+        })
+        .collect()
+}
+
+/// stdout and exit code of `script` under GNU bash in `dir`.
+fn gnu_bash(script: &str, dir: &Path) -> (String, i32) {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env_clear()
+        .env("LC_ALL", "C")
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .expect("bash runs");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// A host with the bundled tools, `dir` as the workspace, no prompts.
+async fn host(dir: &Path) -> Airlock {
+    let mut config = workspace_config(dir);
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    airlock(config).await
+}
+
+/// stdout and exit code of `script` under Airlock's bash in `dir` (stderr
+/// discarded by the script itself, as [`gnu_bash`] discards it).
+async fn airlock_bash(script: &str, dir: &Path) -> (String, i32) {
+    let airlock = host(dir).await;
+    let mut cx = airlock.context();
+    let r = bash(&airlock, &mut cx, &format!("exec 2>/dev/null\n{script}")).await;
+    let text = match &r.outcome {
+        Ok(output) => output.text_content(),
+        Err(e) => e.message.clone(),
+    };
+    // The tool ends a non-zero exit's output with a line "[exit code N]".
+    let (out, code) = match text.rsplit_once("[exit code ") {
+        Some((out, code)) => (
+            out.strip_suffix('\n').unwrap_or(out),
+            code.trim_end_matches(']').parse().expect("an exit code"),
+        ),
+        None => (text.as_str(), 0),
+    };
+    (out.to_string(), code)
+}
+
+/// Runs every script under both shells and reports the match rate; every
+/// difference is listed.
+#[tokio::test]
+async fn most_scripts_agents_run_match_gnu_bash() {
+    let scripts = scripts();
+    assert!(scripts.len() >= 200, "{} scripts", scripts.len());
+    let mut differ = Vec::new();
+    for (name, script) in &scripts {
+        let (gnu_dir, our_dir) = (fixture(), fixture());
+        let expected = gnu_bash(script, gnu_dir.path());
+        let got = airlock_bash(script, our_dir.path()).await;
+        if expected != got {
+            differ.push(format!(
+                "{name}: GNU bash {:?} (exit {}), Airlock {:?} (exit {})",
+                expected.0, expected.1, got.0, got.1
+            ));
+        }
+    }
+    let same = scripts.len() - differ.len();
+    let rate = same as f64 / scripts.len() as f64;
+    println!(
+        "bash parity: {same} of {} scripts identical ({:.1}%)\n{}",
+        scripts.len(),
+        rate * 100.0,
+        differ.join("\n")
+    );
+    assert!(rate >= 0.9, "{:.1}% identical", rate * 100.0);
+}
+
+#[tokio::test]
+async fn a_reading_line_is_concurrency_safe_and_a_writing_one_is_not() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    let mut cx = airlock.context();
+    let r = bash(&airlock, &mut cx, "grep -c INFO logs/app.log").await;
+    assert_eq!(ok_text(&r).trim(), "4");
+    let flags = r.flags.unwrap();
+    assert!(flags.contains(SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE));
+    let r = bash(&airlock, &mut cx, "grep INFO logs/app.log > info.txt").await;
+    ok_text(&r);
+    let flags = r.flags.unwrap();
+    assert!(
+        !flags.contains(SafetyFlags::READ_ONLY) && !flags.contains(SafetyFlags::CONCURRENCY_SAFE)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("info.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        4
+    );
+}
+
+#[tokio::test]
+async fn a_search_that_finds_nothing_answers_and_a_failing_command_fails() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    let mut cx = airlock.context();
+    let r = bash(&airlock, &mut cx, "grep -rn no-such-text src").await;
+    assert_eq!(ok_text(&r), "[exit code 1]");
+    let r = bash(&airlock, &mut cx, "cat missing.txt").await;
+    let e = err(&r);
+    assert_eq!(e.class, ErrorClass::ToolError);
+    assert!(
+        e.message.contains("missing.txt") && e.message.ends_with("[exit code 1]"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn a_failing_command_cancels_its_siblings() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    let executor = airlock.executor(airlock.context());
+    executor.add(ToolUse::new("slow", "bash", json!({"command": "sleep 20"})));
+    executor.add(ToolUse::new(
+        "boom",
+        "bash",
+        json!({"command": "cat missing.txt"}),
+    ));
+    executor.add(ToolUse::new(
+        "queued",
+        "bash",
+        json!({"command": "echo late > late.txt"}),
+    ));
+    executor.close();
+    let started = Instant::now();
+    let (results, _) = executor.finish().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the sleeping sibling was stopped"
+    );
+    let classes: Vec<_> = results
+        .iter()
+        .map(|r| r.outcome.as_ref().err().map(|e| e.class.clone()))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            Some(ErrorClass::Cancelled),
+            Some(ErrorClass::ToolError),
+            Some(ErrorClass::Cancelled)
+        ],
+        "{results:?}"
+    );
+    assert!(
+        !ws.path().join("late.txt").exists(),
+        "the queued write never ran"
+    );
+}
+
+/// The user's interrupt stops a running command (interrupt `cancel`).
+#[tokio::test]
+async fn an_interrupt_stops_a_running_command() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    let mut executor = airlock.executor(airlock.context());
+    executor.add(ToolUse::new("long", "bash", json!({"command": "sleep 20"})));
+    executor.close();
+    let started = Instant::now();
+    let mut result = None;
+    while let Some(event) = executor.next().await {
+        match event {
+            ExecutorEvent::Started { .. } => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                executor.interrupt();
+            }
+            ExecutorEvent::Result(r) => result = Some(r),
+            _ => {}
+        }
+    }
+    let result = result.expect("a result");
+    assert_eq!(
+        err(&result).class,
+        ErrorClass::Cancelled,
+        "{}",
+        err(&result).message
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The bash tool with a classifier that calls every line read-only (a
+/// classifier bug): the host gives those calls read-only handles, so no
+/// writing line changes anything.
+#[tokio::test]
+async fn a_line_misclassified_as_reading_still_cannot_write() {
+    let ws = fixture();
+    let mut config = workspace_config(ws.path());
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    let (airlock, _dir) = with_component(guests::BASH_MISCLASSIFIED, config).await;
+    let before = std::fs::read_to_string(ws.path().join("README.md")).unwrap();
+    for command in [
+        "echo pwned > README.md",
+        "echo pwned >> README.md",
+        "rm README.md",
+        "mv README.md gone.md",
+        "cp README.md copy.md",
+        "mkdir made",
+        "touch new.txt",
+        "sed -i s/Sample/Pwned/ README.md",
+        "find . -name README.md -delete",
+        "sort -o README.md README.md",
+        "tee new.txt < README.md",
+    ] {
+        let r = call(
+            &airlock,
+            &mut airlock.context(),
+            "bash_misclassified",
+            json!({"command": command}),
+        )
+        .await;
+        assert!(
+            r.flags.unwrap().contains(SafetyFlags::READ_ONLY),
+            "{command}"
+        );
+        let message = match &r.outcome {
+            Ok(output) => output.text_content(),
+            Err(e) => e.message.clone(),
+        };
+        assert!(
+            message.contains("read-only in this call"),
+            "{command}: {message}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("README.md")).unwrap(),
+        before
+    );
+    let mut names: Vec<_> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["README.md", "data", "logs", "notes", "src"],
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn cd_and_export_carry_over_to_the_next_call() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    let mut cx = airlock.context();
+    let r = bash(&airlock, &mut cx, "cd src && export STAGE=two").await;
+    ok_text(&r);
+    let r = bash(&airlock, &mut cx, "ls; echo $STAGE").await;
+    assert_eq!(ok_text(&r), "lib.rs\nmain.rs\nutil\ntwo\n");
+    let r = bash(&airlock, &mut cx, "unset STAGE; cd ..; pwd").await;
+    assert_eq!(ok_text(&r), format!("{}\n", canonical(ws.path())));
+    let r = bash(&airlock, &mut cx, "echo \"[$STAGE]\"; pwd").await;
+    assert_eq!(ok_text(&r), format!("[]\n{}\n", canonical(ws.path())));
+    // A `cd` out of the grants is refused by the host, as the `cd` tool's.
+    let r = bash(&airlock, &mut cx, "cd /").await;
+    assert_eq!(r.refused_changes.len(), 1, "{:?}", r.refused_changes);
+    assert_eq!(cx.cwd(), Path::new(&canonical(ws.path())));
+}
+
+/// Runs `command` under `cx`.
+async fn bash(airlock: &Airlock, cx: &mut ToolContext, command: &str) -> ToolResult {
+    call(airlock, cx, "bash", json!({ "command": command })).await
+}
+
+/// Runs `command` under a fresh context of `airlock`.
+async fn run(airlock: &Airlock, command: &str) -> ToolResult {
+    bash(airlock, &mut airlock.context(), command).await
+}
+
+#[tokio::test]
+async fn no_programs_of_the_machine_and_no_network() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    for command in [
+        "python3 -c 'print(1)'",
+        "git status",
+        "curl https://example.com",
+        "wget x",
+    ] {
+        let e = err(&run(&airlock, command).await).message.clone();
+        assert!(
+            e.contains("command not found") && e.contains("[exit code 127]"),
+            "{command}: {e}"
+        );
+    }
+    let e = err(&run(&airlock, "/bin/ls").await).message.clone();
+    assert!(e.ends_with("[exit code 127]"), "{e}");
+    let e = err(&run(&airlock, "python3 x.py").await).message.clone();
+    assert!(e.contains("Airlock's bash runs builtins only"), "{e}");
+    let r = run(&airlock, "echo hi > /dev/tcp/127.0.0.1/80").await;
+    assert!(err(&r).message.contains("/dev/tcp"), "{}", err(&r).message);
+}
+
+#[tokio::test]
+async fn paths_outside_the_grants_are_refused_as_the_file_tools_refuse_them() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    for command in [
+        "cat /etc/passwd",
+        "cat ../../../../../etc/passwd",
+        "echo x > /tmp/outside.txt",
+    ] {
+        let e = err(&run(&airlock, command).await).message.clone();
+        assert!(
+            e.contains("is outside the directories this tool can reach"),
+            "{command}: {e}"
+        );
+    }
+    // A command that only asks whether a path exists hears that it does not.
+    let e = err(&run(&airlock, "ls /usr").await).message.clone();
+    assert!(e.contains("No such file or directory"), "{e}");
+    // Reaching the workspace from above it works: the path leads there.
+    let inside = format!("cat {}/notes/todo.txt | wc -l", canonical(ws.path()));
+    assert_eq!(ok_text(&run(&airlock, &inside).await).trim(), "4");
+}
+
+#[tokio::test]
+async fn floods_are_capped_and_endless_work_is_stopped() {
+    let ws = fixture();
+    let airlock = host(ws.path()).await;
+    let r = run(&airlock, "yes flood | head -n 200000").await;
+    let text = ok_text(&r);
+    assert!(
+        text.ends_with("more characters of output not shown]"),
+        "{}",
+        &text[text.len() - 200..]
+    );
+    assert!(text.len() < 31_000);
+    // The tool's own limit.
+    let r = call(
+        &airlock,
+        &mut airlock.context(),
+        "bash",
+        json!({"command": "while true; do :; done", "timeout": 300}),
+    )
+    .await;
+    assert_eq!(err(&r).class, ErrorClass::Timeout, "{}", err(&r).message);
+    // The operator's, which the epoch enforces whatever the tool does.
+    let mut config = workspace_config(ws.path());
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    let config = grant(
+        config,
+        "bash",
+        ToolConfig {
+            timeout_ms: Some(500),
+            ..ToolConfig::default()
+        },
+    );
+    let strict = airlock_tests::airlock(config).await;
+    for command in ["while true; do :; done", ":(){ :|:& };:"] {
+        let started = Instant::now();
+        let r = run(&strict, command).await;
+        assert!(r.outcome.is_err(), "{command}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{command}: {:?}",
+            started.elapsed()
+        );
+    }
+}
