@@ -241,7 +241,8 @@ def main():
 
     # Only this run's peer figures count: a peer not provided now is not shown.
     shutil.rmtree(TARGET / "criterion" / "mcp_peers", ignore_errors=True)
-    benches = ["overhead", "scheduler", "epoch", "streaming", "grep", "mcp_stdio", "dynamic"]
+    benches = ["overhead", "scheduler", "epoch", "streaming", "grep", "bash", "mcp_stdio",
+               "dynamic"]
     cmd = ["cargo", "bench", "-p", "airlock-host", "-p", "airlock-engine", "-p", "airlock-cli"]
     for b in benches:
         cmd += ["--bench", b]
@@ -370,6 +371,10 @@ def main():
     uninterrupted = criterion_median("epoch_grep", "uninterrupted")
     tight_interrupted = criterion_median("epoch_tight_loop", "interrupted")
     tight_uninterrupted = criterion_median("epoch_tight_loop", "uninterrupted")
+    bash_warm = criterion_median("bash_warm", "airlock_bash")
+    bash_spawn = criterion_median("bash_warm", "spawn_bash")
+    bash_grep = criterion_median("bash_grep", "airlock_bash")
+    native_grep = criterion_median("bash_grep", "native_grep")
     grep_call = criterion_median("grep_corpus", "airlock_grep")
     rg_call = criterion_median("grep_corpus", "rg_j1")
     mcp_call = criterion_median("mcp_call", "stdio_sleep_0")
@@ -525,6 +530,12 @@ def main():
          f"the load unpinned: {ms(load_unlocked)}",
          f"BLAKE3 of the files: {us(lock_hashing / lock_tools)} per tool",
          (load_locked - load_unlocked) / lock_tools <= 1e-3, None),
+        ("14", "Warm `bash` call of `ls | wc -l`, full pipeline", "≤ 2 ms", ms(bash_warm),
+         f"spawning `bash -c`: {ms(bash_spawn)}", f"{bash_spawn / bash_warm:.1f}× faster",
+         bash_warm <= 0.002, None),
+        ("14b", "`grep -rn PATTERN .` over the grep corpus through `bash`", "reported",
+         ms(bash_grep), f"GNU grep (`bash -c`): {ms(native_grep)}",
+         f"{bash_grep / native_grep:.1f}× GNU grep", True, None),
         ("11", f"Cold load of {cold_load['components']} distinct components (cache empty)",
          "reported", f"{cold_load['seconds']:.1f} s",
          f"resident before: {cold_load['rss_before_mib']:.0f} MiB",

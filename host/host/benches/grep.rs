@@ -14,28 +14,19 @@
 //! `just bench` also times both as whole processes (hyperfine).
 //! Run with `cargo bench -p airlock-host --bench grep`.
 
+#[path = "support/rust_sources.rs"]
+mod rust_sources;
+
 use airlock_host::{Airlock, Config, ToolUse};
 use criterion::{Criterion, criterion_group, criterion_main};
+use rust_sources::corpus;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 const PATTERN: &str = r"fn \w+_unchecked";
-
-fn corpus() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("AIRLOCK_BENCH_CORPUS") {
-        return Some(PathBuf::from(dir));
-    }
-    let sysroot = Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .output()
-        .ok()?;
-    let sysroot = String::from_utf8(sysroot.stdout).ok()?;
-    let library = Path::new(sysroot.trim()).join("lib/rustlib/src/rust/library");
-    library.is_dir().then_some(library)
-}
 
 /// `path:count` lines as a map from the path relative to `root`.
 fn counts(text: &str, root: &Path) -> BTreeMap<String, u64> {
