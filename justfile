@@ -18,10 +18,15 @@ build-guests:
     for manifest in guest-tools/*/Cargo.toml; do
         packages+=(--package "$(sed -n 's/^name = "\(.*\)"$/\1/p' "$manifest" | head -n1)")
     done
-    # The flags of the build scripts' guest build (host/bundled/build/guests.rs), so
-    # the two share their artifacts and build the same bytes.
-    CARGO_ENCODED_RUSTFLAGS="--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" CARGO_INCREMENTAL=0 \
-        cargo build --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} "${packages[@]}"
+    # The flags of the build scripts' guest build (`reproducible_flags` in
+    # host/bundled/build/guests.rs), in its order, so the two share their
+    # artifacts and build the same bytes.
+    sysroot="$(rustc --print sysroot)"
+    commit="$(rustc -vV | sed -n 's/^commit-hash: //p')"
+    CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s' \
+            "--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
+            "--remap-path-prefix=$sysroot/lib/rustlib/src/rust=/rustc/$commit")" \
+        CARGO_INCREMENTAL=0 cargo build --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} "${packages[@]}"
     mkdir -p "{{tools_dir}}"
     for wasm in {{guest_target}}/wasm32-wasip2/guest/airlock_tool_*.wasm; do
         name="$(basename "$wasm")"

@@ -9,12 +9,13 @@
 // the artifacts' dep-info is reported with `rerun-if-changed`.
 //
 // The components are byte-for-byte reproducible: the same on any checkout
-// path (rustc is given workspace paths relative to the workspace root) and
-// for any user (the paths of dependencies' sources, which panic locations
-// embed, have the cargo home replaced by `/cargo`: `just build-guests`
-// passes the same flag), and never built incrementally (`CARGO_INCREMENTAL` from the outer build is
+// path (rustc is given workspace paths relative to the workspace root), for
+// any user and whether or not the toolchain has its `rust-src` component
+// (the paths of sources that panic locations embed are rewritten:
+// `reproducible_flags`; `just build-guests` passes the same flags), and
+// never built incrementally (`CARGO_INCREMENTAL` from the outer build is
 // removed: an incremental build's bytes depend on its history), so the
-// digests recorded in `host/bundled-descriptors.json` match the build.
+// digests recorded in `host/bundled/bundled-descriptors.json` match the build.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,11 +59,9 @@ pub fn build_guests(workspace: &Path, crates: &[PathBuf]) -> Vec<Guest> {
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("CARGO_INCREMENTAL")
         .env_remove("CARGO_PRIMARY_PACKAGE");
-    if let Some(home) = cargo_home() {
-        cmd.env(
-            "CARGO_ENCODED_RUSTFLAGS",
-            format!("--remap-path-prefix={}=/cargo", home.display()),
-        );
+    let flags = reproducible_flags(&rustc);
+    if !flags.is_empty() {
+        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
     }
     for package in &packages {
         cmd.args(["--package", package]);
@@ -87,6 +86,40 @@ pub fn build_guests(workspace: &Path, crates: &[PathBuf]) -> Vec<Guest> {
     println!("cargo:rerun-if-changed={}", workspace.join("Cargo.lock").display());
     println!("cargo:rerun-if-changed={}", workspace.join("Cargo.toml").display());
     guests
+}
+
+/// The flags that keep the machine out of the components' bytes (`just
+/// build-guests` passes the same, in the same order):
+/// - the cargo home, in the paths of dependencies' sources, becomes
+///   `/cargo`;
+/// - the standard library's sources, which rustc names by their place in
+///   the toolchain when the `rust-src` component is installed (and by
+///   `/rustc/<commit>` when it is not), are `/rustc/<commit>` either way.
+fn reproducible_flags(rustc: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(home) = cargo_home() {
+        flags.push(format!("--remap-path-prefix={}=/cargo", home.display()));
+    }
+    let printed = |args: &[&str]| {
+        Command::new(rustc)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let sysroot = printed(&["--print", "sysroot"]).map(|s| s.trim().to_string());
+    let commit = printed(&["-vV"]).and_then(|v| {
+        v.lines()
+            .find_map(|line| line.strip_prefix("commit-hash: "))
+            .map(|hash| hash.trim().to_string())
+    });
+    if let (Some(sysroot), Some(commit)) = (sysroot, commit) {
+        flags.push(format!(
+            "--remap-path-prefix={sysroot}/lib/rustlib/src/rust=/rustc/{commit}"
+        ));
+    }
+    flags
 }
 
 /// Where cargo keeps downloaded sources: `$CARGO_HOME`, else `~/.cargo`

@@ -117,4 +117,51 @@ mod tests {
              tools are compiled before `airlock mcp` lists them."
         );
     }
+
+    /// The paths of this machine that a build could leave in a component:
+    /// the checkout, the cargo home, and the toolchain (whose `rust-src`
+    /// sources rustc names by their place when the component is installed).
+    fn machine_paths() -> Vec<String> {
+        let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .unwrap()
+            .to_path_buf();
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")))
+            .unwrap();
+        let sysroot = std::process::Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .current_dir(&workspace)
+            .output()
+            .expect("rustc runs");
+        let sysroot = String::from_utf8(sysroot.stdout)
+            .unwrap()
+            .trim()
+            .to_string();
+        assert!(!sysroot.is_empty());
+        vec![
+            workspace.display().to_string(),
+            cargo_home.display().to_string(),
+            sysroot,
+        ]
+    }
+
+    /// Otherwise the committed digests hold only on a machine like the one
+    /// that recorded them, and everywhere else the bundled tools are
+    /// compiled before `airlock mcp` lists them.
+    #[test]
+    fn the_bundled_components_name_no_path_of_the_machine_that_built_them() {
+        let paths = machine_paths();
+        for (package, bytes) in airlock_bundled::BUNDLED {
+            for path in &paths {
+                let needle = path.as_bytes();
+                assert!(
+                    !bytes.windows(needle.len()).any(|w| w == needle),
+                    "{package} names {path}: its bytes depend on the machine that built it"
+                );
+            }
+        }
+    }
 }
