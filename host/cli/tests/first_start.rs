@@ -1,9 +1,10 @@
 //! `airlock mcp` on a first start (an empty artifact cache): it answers
 //! `initialize` and `tools/list` before the bundled tools are compiled,
 //! listing them as they describe themselves, and a call sent at once waits
-//! for its tool's compile and succeeds. The ordering is read off the
-//! artifact cache: a reply that waited for the compiles would find every
-//! bundled tool's artifact there.
+//! for its tool's compile and succeeds; over HTTP, `/health` answers at
+//! once and `/ready` only once every tool is compiled. The ordering is read
+//! off the artifact cache: a reply that waited for the compiles would find
+//! every bundled tool's artifact there.
 
 #![cfg(feature = "mcp")]
 
@@ -161,4 +162,65 @@ fn a_call_sent_before_its_tool_is_compiled_waits_for_it_and_succeeds() {
     stop(child);
     assert_eq!(result["result"]["isError"], false, "{result}");
     assert!(result.to_string().contains("hello first start"), "{result}");
+}
+
+/// `GET path` on `addr`: the status code and the body.
+fn get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    (status, body.to_string())
+}
+
+#[test]
+fn over_http_health_answers_at_once_and_ready_once_every_tool_is_compiled() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = airlock(home.path(), &["mcp", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let addr = loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the server ended");
+        if let Some(url) = line.trim().strip_prefix("airlock: serving MCP on http://") {
+            break url.trim_end_matches("/mcp").to_string();
+        }
+    };
+    // Drained, so the server never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+
+    assert_eq!(get(&addr, "/health"), (200, "ok".into()));
+    let (status, body) = get(&addr, "/ready");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("still being compiled"), "{body}");
+    assert!(artifacts(home.path(), "") < BUNDLED.len());
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while get(&addr, "/ready").0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        artifacts(home.path(), ""),
+        BUNDLED.len(),
+        "ready before every bundled tool was compiled"
+    );
+    assert_eq!(get(&addr, "/health").0, 200);
+    assert_eq!(get(&addr, "/nowhere").0, 404);
+    stop(child);
 }

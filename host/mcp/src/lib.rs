@@ -72,6 +72,13 @@ const APPROVAL_WAIT: Duration = Duration::from_secs(5);
 /// The path Streamable HTTP is served at.
 const MCP_PATH: &str = "/mcp";
 
+/// Liveness: 200 while the server answers.
+const HEALTH_PATH: &str = "/health";
+
+/// Readiness: 200 once every tool is compiled (a call need not wait for a
+/// compile), 503 before.
+const READY_PATH: &str = "/ready";
+
 /// The first wait after a failed `accept`, doubled while it keeps failing.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 
@@ -99,6 +106,9 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct McpHost {
     tools: watch::Receiver<Airlock>,
+    /// Whether every tool listed before it was compiled is compiled (what
+    /// `/ready` answers over HTTP).
+    compiled: Arc<AtomicBool>,
 }
 
 impl McpHost {
@@ -114,6 +124,8 @@ impl McpHost {
         let dirs = config.effective_tool_dirs();
         let mut stamp = SourceStamp::of(&config);
         let (tx, rx) = watch::channel(airlock.clone());
+        let compiled = Arc::new(AtomicBool::new(false));
+        let settling = compiled.clone();
         tokio::spawn(async move {
             // Tools listed before they were compiled (`Airlock::open`): one
             // that describes itself otherwise, or fails, is listed anew.
@@ -125,6 +137,7 @@ impl McpHost {
                     return;
                 }
             }
+            settling.store(true, Ordering::Release);
             if !dirs.is_empty() {
                 loop {
                     tokio::time::sleep(WATCH_INTERVAL).await;
@@ -146,7 +159,10 @@ impl McpHost {
                 }
             }
         });
-        McpHost { tools: rx }
+        McpHost {
+            tools: rx,
+            compiled,
+        }
     }
 
     /// A new session (one per stdio connection or HTTP session).
@@ -166,8 +182,10 @@ impl McpHost {
 
     /// Serves Streamable HTTP on `listener` at `/mcp`, a session (and an
     /// agent context) per client; requests whose `Origin` is not this
-    /// server are refused (403). Returns only on an error that is not a
-    /// failed `accept`: those are logged and retried.
+    /// server are refused (403). `/health` answers 200 while the server
+    /// runs, `/ready` 200 once every tool is compiled and 503 before (for
+    /// a load balancer's or Kubernetes' probes). Returns only on an error
+    /// that is not a failed `accept`: those are logged and retried.
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
@@ -191,6 +209,7 @@ impl McpHost {
         let front = Arc::new(HttpFront {
             service,
             sessions,
+            compiled: self.compiled.clone(),
             max_body,
             max_sessions: options.max_sessions.max(1),
         });
@@ -273,6 +292,7 @@ type HttpBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert:
 struct HttpFront {
     service: StreamableHttpService<McpServer, OrderedSessions>,
     sessions: Arc<OrderedSessions>,
+    compiled: Arc<AtomicBool>,
     max_body: usize,
     max_sessions: usize,
 }
@@ -282,11 +302,24 @@ impl HttpFront {
         &self,
         request: http::Request<hyper::body::Incoming>,
     ) -> http::Response<HttpBody> {
-        if request.uri().path() != MCP_PATH {
-            return plain(
-                http::StatusCode::NOT_FOUND,
-                "Not Found: the MCP endpoint is /mcp",
-            );
+        match request.uri().path() {
+            MCP_PATH => {}
+            HEALTH_PATH => return plain(http::StatusCode::OK, "ok"),
+            READY_PATH if self.compiled.load(Ordering::Acquire) => {
+                return plain(http::StatusCode::OK, "ready");
+            }
+            READY_PATH => {
+                return plain(
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    "Service Unavailable: the tools are still being compiled",
+                );
+            }
+            _ => {
+                return plain(
+                    http::StatusCode::NOT_FOUND,
+                    "Not Found: the MCP endpoint is /mcp (and /health, /ready for probes)",
+                );
+            }
         }
         match *request.method() {
             http::Method::POST => self.post(request).await,
