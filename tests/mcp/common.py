@@ -162,14 +162,22 @@ async def a_deferred_tool_is_searched(connect, workspace: str) -> None:
         assert not r.is_error and "a.txt" in r.content[0].text, r
 
 
-async def a_modern_client_falls_back(server, workspace: str) -> str:
-    """A client that first asks for 2026-07-28 (`server/discover`) is told
-    the versions this server speaks and falls back to the handshake; returns
-    the version it settled on."""
+async def a_modern_client_is_served_natively(server, workspace: str) -> str:
+    """A client that first asks for 2026-07-28 (`server/discover`) is served
+    it, without `initialize`: it lists and calls tools, and the context a
+    call hands out (`_meta["airlock/context"]`) is taken back by the next
+    call. Returns the version it settled on."""
     async with Client(server, mode="auto", read_timeout_seconds=30.0) as client:
-        assert client.protocol_version == "2025-11-25", client.protocol_version
+        assert client.protocol_version == "2026-07-28", client.protocol_version
         listed = await client.list_tools()
         assert any(t.name == "read" for t in listed.tools), listed
         r = await client.call_tool("read", {"file_path": f"{workspace}/a.txt"})
         assert not r.is_error and "hello mcp" in r.content[0].text, r
+        context = (r.meta or {}).get("airlock/context")
+        assert context and context.startswith("ctx_"), r.meta
+        again = await client.call_tool(
+            "read", {"file_path": f"{workspace}/a.txt"}, meta={"airlock/context": context}
+        )
+        assert not again.is_error, again
+        assert (again.meta or {}).get("airlock/context") == context, again.meta
         return client.protocol_version

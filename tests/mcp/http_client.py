@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 
 import anyio
-from common import a_modern_client_falls_back, added_tool_is_announced, exercise
+from common import a_modern_client_is_served_natively, added_tool_is_announced, exercise
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -84,7 +84,7 @@ def refused_origin(url: str) -> None:
 async def main(binary: str, workspace: str, tool_dir: str, spare: str) -> None:
     with serve(binary, "--workspace", workspace) as url:
         seen = await exercise(lambda: streamable_http_client(url), workspace)
-        seen["modern client"] = await a_modern_client_falls_back(url, workspace)
+        seen["modern client"] = await a_modern_client_is_served_natively(url, workspace)
         refused_origin(url)
         latencies = []
         started = time.perf_counter()

@@ -13,7 +13,7 @@ import tempfile
 import anyio
 from common import (
     a_deferred_tool_is_searched,
-    a_modern_client_falls_back,
+    a_modern_client_is_served_natively,
     added_tool_is_announced,
     exercise,
 )
@@ -25,7 +25,7 @@ async def main(binary: str, workspace: str, tool_dir: str, spare: str) -> None:
         return lambda: stdio_client(StdioServerParameters(command=binary, args=list(args)))
 
     seen = await exercise(connect("--workspace", workspace, "mcp"), workspace)
-    seen["modern client"] = await a_modern_client_falls_back(
+    seen["modern client"] = await a_modern_client_is_served_natively(
         StdioServerParameters(command=binary, args=["--workspace", workspace, "mcp"]), workspace
     )
     await added_tool_is_announced(

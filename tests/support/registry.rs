@@ -6,7 +6,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,8 @@ impl Registry {
             ),
         )
         .expect("write the registry's config");
-        let child = Command::new(binary)
+        let child = binary
+            .command()
             .arg("serve")
             .arg(&config)
             .stdout(Stdio::null())
@@ -98,54 +99,11 @@ impl Drop for Registry {
 
 /// The `docker-registry` executable: on PATH, or unpacked from Debian's
 /// package on first use.
-fn binary() -> Result<PathBuf, String> {
-    static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BINARY.get_or_init(find_or_unpack).clone()
-}
-
-fn find_or_unpack() -> Result<PathBuf, String> {
-    if let Some(found) = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("docker-registry"))
-            .find(|p| p.is_file())
-    }) {
-        return Ok(found);
-    }
-    let dir = Path::new(UNPACKED);
-    let unpacked = dir.join("root/usr/bin/docker-registry");
-    if unpacked.is_file() {
-        return Ok(unpacked);
-    }
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let missing = "the registry tests need Debian's docker-registry: install it \
-                   (apt-get install docker-registry), or have apt-get able to download it";
-    let downloaded = Command::new("apt-get")
-        .args(["download", "docker-registry"])
-        .current_dir(dir)
-        .output()
-        .map_err(|e| format!("{missing} (apt-get: {e})"))?;
-    if !downloaded.status.success() {
-        return Err(format!(
-            "{missing}: {}",
-            String::from_utf8_lossy(&downloaded.stderr).trim()
-        ));
-    }
-    let deb = std::fs::read_dir(dir)
-        .map_err(|e| e.to_string())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "deb"))
-        .ok_or_else(|| format!("{missing}: apt-get download left no .deb"))?;
-    let extracted = Command::new("dpkg-deb")
-        .arg("-x")
-        .arg(&deb)
-        .arg(dir.join("root"))
-        .status()
-        .map_err(|e| format!("{missing} (dpkg-deb: {e})"))?;
-    if !extracted.success() || !unpacked.is_file() {
-        return Err(format!(
-            "{missing}: dpkg-deb could not unpack {}",
-            deb.display()
-        ));
-    }
-    Ok(unpacked)
+fn binary() -> Result<crate::debian::Program, String> {
+    static BINARY: OnceLock<Result<crate::debian::Program, String>> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            crate::debian::program("docker-registry", &["docker-registry"], Path::new(UNPACKED))
+        })
+        .clone()
 }

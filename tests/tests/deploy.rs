@@ -6,6 +6,7 @@
 //! serves, tested in `host/cli/tests/first_start.rs`).
 
 use airlock_host::Config;
+use airlock_host::config::ContextStoreUrl;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -38,9 +39,13 @@ fn manifests() -> Vec<(String, Value)> {
     objects
 }
 
-fn the<'a>(objects: &'a [(String, Value)], kind: &str) -> &'a Value {
-    let found: Vec<_> = objects.iter().filter(|(_, o)| o["kind"] == kind).collect();
-    assert_eq!(found.len(), 1, "one {kind}");
+/// The object of `kind` named `name`.
+fn the<'a>(objects: &'a [(String, Value)], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<_> = objects
+        .iter()
+        .filter(|(_, o)| o["kind"] == kind && o["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name}");
     &found[0].1
 }
 
@@ -64,6 +69,7 @@ fn every_manifest_has_what_the_api_requires() {
         "Service",
         "HorizontalPodAutoscaler",
         "PersistentVolumeClaim",
+        "NetworkPolicy",
     ] {
         assert!(kinds.contains(kind), "no {kind} in deploy/k8s");
     }
@@ -73,6 +79,7 @@ fn every_manifest_has_what_the_api_requires() {
             "Deployment" => "apps/v1",
             "HorizontalPodAutoscaler" => "autoscaling/v2",
             "ConfigMap" | "Service" | "PersistentVolumeClaim" | "Secret" => "v1",
+            "NetworkPolicy" => "networking.k8s.io/v1",
             other => panic!("{file}: unexpected kind {other:?}"),
         };
         assert_eq!(api, expected, "{file}: apiVersion");
@@ -94,7 +101,7 @@ fn every_manifest_has_what_the_api_requires() {
 #[test]
 fn the_deployment_is_consistent_and_hardened() {
     let objects = manifests();
-    let deployment = the(&objects, "Deployment");
+    let deployment = the(&objects, "Deployment", "airlock");
     let spec = &deployment["spec"];
     let template = &spec["template"];
     let selector = spec["selector"]["matchLabels"].as_object().unwrap();
@@ -169,48 +176,65 @@ fn the_deployment_is_consistent_and_hardened() {
         assert_eq!(get["port"], port_name, "{probe}");
     }
 
-    let service = the(&objects, "Service");
+    let service = the(&objects, "Service", "airlock");
     for (key, value) in service["spec"]["selector"].as_object().unwrap() {
         assert_eq!(&labels[key], value, "the Service selects the pods");
     }
     assert_eq!(service["spec"]["ports"][0]["targetPort"], port_name);
 
-    let hpa = the(&objects, "HorizontalPodAutoscaler");
+    let hpa = the(&objects, "HorizontalPodAutoscaler", "airlock");
     let target = &hpa["spec"]["scaleTargetRef"];
     assert_eq!(target["kind"], "Deployment");
     assert_eq!(target["name"], deployment["metadata"]["name"]);
     assert!(hpa["spec"]["maxReplicas"].as_u64() >= hpa["spec"]["minReplicas"].as_u64());
 
     // The claim and the ConfigMap the volumes name are the ones here.
-    for (kind, source, field) in [
+    for (kind, source, field, name) in [
         (
             "PersistentVolumeClaim",
             "persistentVolumeClaim",
             "claimName",
+            "airlock-workspace",
         ),
-        ("ConfigMap", "configMap", "name"),
+        ("ConfigMap", "configMap", "name", "airlock"),
     ] {
         let named = pod["volumes"]
             .as_array()
             .unwrap()
             .iter()
             .find_map(|v| v[source][field].as_str());
-        assert_eq!(
-            named,
-            the(&objects, kind)["metadata"]["name"].as_str(),
-            "{kind}"
-        );
+        assert_eq!(named, Some(name), "{kind}");
+        the(&objects, kind, name);
     }
 }
 
 #[test]
 fn the_configurations_are_what_airlock_reads() {
     let objects = manifests();
-    let data = &the(&objects, "ConfigMap")["data"];
+    let data = &the(&objects, "ConfigMap", "airlock")["data"];
     let base = Path::new("/airlock/etc");
     let config = Config::from_toml(data["airlock.toml"].as_str().unwrap(), Some(base))
         .unwrap_or_else(|e| panic!("the ConfigMap's airlock.toml: {e}"));
     assert_eq!(config.workspace.as_deref(), Some(Path::new("/workspace")));
+    // The replicas share contexts through the Redis Service here.
+    let ContextStoreUrl::Redis { host, port, .. } = &config.contexts.store else {
+        panic!("the replicas' contexts are in Redis")
+    };
+    let redis = the(&objects, "Service", host);
+    assert_eq!(redis["spec"]["ports"][0]["port"], u64::from(*port));
+    let deployment = the(&objects, "Deployment", host);
+    for (key, value) in redis["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(
+            &deployment["spec"]["template"]["metadata"]["labels"][key], value,
+            "the Redis Service selects the Redis pods"
+        );
+    }
+    let policy = the(&objects, "NetworkPolicy", host);
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        "airlock",
+        "only Airlock's pods reach the store"
+    );
     assert!(
         data["airlock.lock"].is_string(),
         "the ConfigMap holds airlock.lock"

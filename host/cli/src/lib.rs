@@ -228,6 +228,9 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
               value_parser = clap::value_parser!(u32).range(1..))]
         max_sessions: u32,
+        /// With --http: a host name clients reach the server by (the Host header), beside 127.0.0.1, localhost and ::1: the name of a load balancer or Service. Repeat for more. Other Host headers get 403 (DNS rebinding).
+        #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+        allow_hosts: Vec<String>,
     },
 }
 
@@ -500,6 +503,7 @@ async fn run(cli: Cli) -> ExitCode {
             max_connections,
             idle_timeout,
             max_sessions,
+            allow_hosts,
         } => {
             let host = airlock_mcp::McpHost::new(airlock);
             let served = match http {
@@ -520,6 +524,7 @@ async fn run(cli: Cli) -> ExitCode {
                             session_idle: (idle_timeout > 0)
                                 .then(|| Duration::from_secs(idle_timeout)),
                             max_sessions: max_sessions as usize,
+                            allowed_hosts: allow_hosts,
                         };
                         host.serve_http(listener, &options).await
                     }

@@ -14,6 +14,8 @@ mod componentize_py;
 #[path = "../../../tests/support/node.rs"]
 mod node;
 
+#[path = "../../../tests/support/debian.rs"]
+mod debian;
 #[path = "../../../tests/support/registry.rs"]
 mod registry;
 

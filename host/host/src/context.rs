@@ -378,6 +378,67 @@ impl ToolContext {
         Ok(())
     }
 
+    /// What this context carries from one call to the next, as the fields
+    /// of a [`crate::contexts::ContextStore`]: `cwd`; `env:NAME`;
+    /// `state:` and the JSON of `[tool, key]`; `read:PATH` with the stamp
+    /// (`MODIFIED_NS SIZE BLAKE3`).
+    pub(crate) fn to_fields(&self) -> BTreeMap<String, String> {
+        let mut fields = BTreeMap::new();
+        fields.insert(FIELD_CWD.to_string(), self.cwd.clone());
+        for (name, value) in &self.env {
+            fields.insert(format!("{FIELD_ENV}{name}"), value.clone());
+        }
+        for (tool, own) in &self.state {
+            for (key, value) in own {
+                let name = serde_json::to_string(&(tool, key)).expect("strings serialize");
+                fields.insert(format!("{FIELD_STATE}{name}"), value.clone());
+            }
+        }
+        let files = self.read_files.lock().unwrap_or_else(|e| e.into_inner());
+        for (path, stamp) in files.iter() {
+            let hash: String = stamp.blake3.iter().map(|b| format!("{b:02x}")).collect();
+            fields.insert(
+                format!("{FIELD_READ}{path}"),
+                format!("{} {} {hash}", stamp.modified_ns, stamp.size),
+            );
+        }
+        fields
+    }
+
+    /// Sets this context's values from stored `fields` (see
+    /// [`ToolContext::to_fields`]); a field that does not parse is left
+    /// out (and logged), never guessed at.
+    pub(crate) fn restore_fields(&mut self, fields: &BTreeMap<String, String>) {
+        let mut files = self.read_files.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, value) in fields {
+            if name == FIELD_CWD {
+                if let Some(cwd) = normalize_guest(value) {
+                    self.cwd = cwd;
+                    continue;
+                }
+            } else if let Some(env) = name.strip_prefix(FIELD_ENV) {
+                if is_env_name(env) {
+                    self.env.insert(env.to_string(), value.clone());
+                    continue;
+                }
+            } else if let Some(key) = name.strip_prefix(FIELD_STATE) {
+                if let Ok((tool, key)) = serde_json::from_str::<(String, String)>(key) {
+                    self.state
+                        .entry(tool)
+                        .or_default()
+                        .insert(key, value.clone());
+                    continue;
+                }
+            } else if let Some(path) = name.strip_prefix(FIELD_READ)
+                && let Some(stamp) = parse_stamp(value)
+            {
+                files.put(path.to_string(), stamp);
+                continue;
+            }
+            tracing::warn!(field = %name, "a stored context field is not understood; left out");
+        }
+    }
+
     /// `path` made absolute against the cwd and normalised.
     fn absolute(&self, path: &str) -> Option<String> {
         if path.starts_with('/') {
@@ -386,6 +447,31 @@ impl ToolContext {
             normalize_guest(&format!("{}/{path}", self.cwd))
         }
     }
+}
+
+const FIELD_CWD: &str = "cwd";
+const FIELD_ENV: &str = "env:";
+const FIELD_STATE: &str = "state:";
+const FIELD_READ: &str = "read:";
+
+/// A stamp as [`ToolContext::to_fields`] writes it.
+fn parse_stamp(text: &str) -> Option<FileStamp> {
+    let mut parts = text.split(' ');
+    let modified_ns = parts.next()?.parse().ok()?;
+    let size = parts.next()?.parse().ok()?;
+    let hex = parts.next()?;
+    if parts.next().is_some() || hex.len() != 64 {
+        return None;
+    }
+    let mut blake3 = [0u8; 32];
+    for (i, byte) in blake3.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(FileStamp {
+        modified_ns,
+        size,
+        blake3,
+    })
 }
 
 #[cfg(test)]

@@ -28,8 +28,9 @@ pub use airlock_mcp_client as mcp_client;
 /// (`airlock.toml`, with Claude Code's hooks and settings).
 pub mod config {
     pub use airlock_core::config::{
-        ConfigError, HostPath, McpServerConfig, MountConfig, ToolConfig, ToolSearchMode, TrustRule,
-        approvals_file, default_cache_dir, default_sdk_dir, default_tool_dir, hooks, settings,
+        ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig, MountConfig,
+        ToolConfig, ToolSearchMode, TrustRule, approvals_file, default_cache_dir, default_sdk_dir,
+        default_tool_dir, hooks, settings,
     };
 }
 
@@ -75,6 +76,7 @@ mod airlock;
 pub mod approvals;
 mod call;
 mod context;
+pub mod contexts;
 mod executor;
 pub mod pipeline;
 pub mod policy;

@@ -15,6 +15,7 @@ use airlock_host::ContentBlock;
 use airlock_host::Descriptor;
 use airlock_host::LoadError;
 use airlock_host::ToolContext;
+use airlock_host::contexts::Contexts;
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::tool::ProgressEvent;
 use airlock_host::{Entry, Registry, SourceStamp};
@@ -29,10 +30,11 @@ use rmcp::model::{
     JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, ServerJsonRpcMessage, Tool,
+    ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
-    ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage,
+    ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, SubscriptionContext,
+    TxJsonRpcMessage,
 };
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
@@ -53,7 +55,10 @@ use tokio_util::sync::CancellationToken;
 
 mod lines;
 mod sse;
+mod stateless;
 mod tasks;
+
+pub use stateless::CONTEXT_META;
 
 /// Tools per `tools/list` page, and resources per `resources/list` page.
 const PAGE: usize = 100;
@@ -106,6 +111,8 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct McpHost {
     tools: watch::Receiver<Airlock>,
+    /// The agent contexts of 2026-07-28 clients, by context id.
+    contexts: Contexts,
     /// Whether every tool listed before it was compiled is compiled (what
     /// `/ready` answers over HTTP).
     compiled: Arc<AtomicBool>,
@@ -121,6 +128,7 @@ impl McpHost {
     /// cannot be asked (elicitation).
     pub fn new(airlock: Airlock) -> McpHost {
         let config = airlock.config().clone();
+        let contexts = Contexts::from_config(&config.contexts);
         let dirs = config.effective_tool_dirs();
         let mut stamp = SourceStamp::of(&config);
         let (tx, rx) = watch::channel(airlock.clone());
@@ -161,6 +169,7 @@ impl McpHost {
         });
         McpHost {
             tools: rx,
+            contexts,
             compiled,
         }
     }
@@ -192,10 +201,13 @@ impl McpHost {
         options: &HttpOptions,
     ) -> anyhow::Result<()> {
         let port = listener.local_addr()?.port();
-        let config = StreamableHttpServerConfig::default().with_allowed_origins([
+        let mut config = StreamableHttpServerConfig::default().with_allowed_origins([
             format!("http://127.0.0.1:{port}"),
             format!("http://localhost:{port}"),
         ]);
+        config
+            .allowed_hosts
+            .extend(options.allowed_hosts.iter().cloned());
         let max_body = config.max_request_body_bytes;
         let mut local = LocalSessionManager::default();
         local.session_config.keep_alive = options.session_idle;
@@ -270,6 +282,10 @@ pub struct HttpOptions {
     /// 503 with a JSON-RPC error saying so (each session holds an agent
     /// context and an executor).
     pub max_sessions: usize,
+    /// Host names clients may reach the server by (the `Host` header),
+    /// beside the loopback names: a load balancer's or a Service's. Any
+    /// other gets 403 (a DNS rebinding defence).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for HttpOptions {
@@ -279,6 +295,7 @@ impl Default for HttpOptions {
             max_connections: 1024,
             session_idle: Some(Duration::from_secs(300)),
             max_sessions: 1024,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -1186,7 +1203,7 @@ fn mcp_result(
 impl ServerHandler for McpServer {
     #[expect(
         deprecated,
-        reason = "logging is deprecated from protocol 2026-07-28, which this server does not offer"
+        reason = "logging is deprecated from protocol 2026-07-28; sessions of the older versions use it"
     )]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -1206,9 +1223,21 @@ impl ServerHandler for McpServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        // 2026-07-28 forbids server-to-client requests (elicitation) and
-        // sends list_changed only on a subscription stream.
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        // `initialize` negotiates at most 2025-11-25 (a session); requests
+        // that say 2026-07-28 in their `_meta` are served without one
+        // (`stateless`).
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        self.listen_for_changes(subscription).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -1285,10 +1314,20 @@ impl ServerHandler for McpServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
-        let path = lock(&self.session.given).paths.get(&uri).cloned();
+        // A 2026-07-28 request has no session that was given links: any
+        // saved result may be read (the results store opens only those).
+        let path = lock(&self.session.given)
+            .paths
+            .get(&uri)
+            .cloned()
+            .or_else(|| {
+                stateless::is_stateless(&context.meta)
+                    .then(|| path_of_file_uri(&uri))
+                    .flatten()
+            });
         let shown = || sanitize::clean_capped(&uri, Sink::Line, 300);
         let Some(path) = path else {
             return Err(ErrorData::resource_not_found(
@@ -1363,14 +1402,19 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
+        // Without a turn (a transport other than this module's), the call
+        // goes in as soon as its handler runs.
+        let received = context.extensions.remove::<Received>();
+        if stateless::is_stateless(&context.meta) {
+            return self
+                .call_stateless(request, context, lists_output_schema, received)
+                .await;
+        }
         // rmcp runs `notifications/initialized` in a task of its own, so a
         // call sent right after it may be handled first: the peer that
         // permission questions go to is known from the call too.
         let _ = self.session.prompter.peer.set(context.peer.clone());
         self.offer_changed_code(&request.name).await;
-        // Without a turn (a transport other than this module's), the call
-        // goes in as soon as its handler runs.
-        let received = context.extensions.remove::<Received>();
         let closed = received
             .as_ref()
             .map(|r| r.closed.clone())
@@ -1498,6 +1542,24 @@ mod logging {
             let _ = peer.notify_logging_message(param).await;
         }
     }
+}
+
+/// The path of a `file:` URI as [`file_uri`] writes them.
+fn path_of_file_uri(uri: &str) -> Option<String> {
+    let encoded = uri.strip_prefix("file://")?.as_bytes();
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        if encoded[i] == b'%' {
+            let hex = std::str::from_utf8(encoded.get(i + 1..i + 3)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            bytes.push(encoded[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(bytes).ok().filter(|p| p.starts_with('/'))
 }
 
 /// `path` (absolute) as a `file:` URI, each byte outside the unreserved

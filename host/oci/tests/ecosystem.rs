@@ -2,6 +2,8 @@
 //! Wassette use) against one real registry on loopback: a component each
 //! publishes, the other pulls, byte for byte.
 
+#[path = "../../../tests/support/debian.rs"]
+mod debian;
 #[path = "../../../tests/support/registry.rs"]
 #[allow(dead_code, reason = "shared with the tests that tamper with storage")]
 mod registry;

@@ -3,6 +3,8 @@
 //! with an error that names what is wrong, and a signature is bound to the
 //! manifest digest it names.
 
+#[path = "../../../tests/support/debian.rs"]
+mod debian;
 #[path = "../../../tests/support/registry.rs"]
 mod registry;
 

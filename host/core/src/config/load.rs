@@ -20,6 +20,12 @@ impl Config {
             .and_then(|p| p.as_table())
             .is_some_and(|p| p.contains_key("default_mode") || p.contains_key("defaultMode"));
         let mut config: Config = table.try_into().map_err(error)?;
+        if config.contexts.ttl_secs == 0 {
+            return Err(ConfigError {
+                path: base.map_or("<config>".into(), |b| b.display().to_string()),
+                message: "contexts.ttl_secs must be at least 1".into(),
+            });
+        }
         let base = match base {
             Some(b) => b.to_path_buf(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),

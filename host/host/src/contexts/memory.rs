@@ -1,0 +1,91 @@
+//! [`Memory`]: contexts in this process (the default store).
+
+use super::{ContextStore, Fields, StoreError};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How many writes between sweeps of expired contexts.
+const SWEEP_EVERY: u64 = 1024;
+
+/// Contexts in this process: lost when it ends, not seen by replicas.
+#[derive(Default)]
+pub struct Memory {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    contexts: HashMap<String, (Fields, Instant)>,
+    writes: u64,
+}
+
+impl Inner {
+    /// Context `id` if it has not expired (an expired one is dropped).
+    fn live(&mut self, id: &str, now: Instant) -> Option<&mut (Fields, Instant)> {
+        if self
+            .contexts
+            .get(id)
+            .is_some_and(|(_, until)| *until <= now)
+        {
+            self.contexts.remove(id);
+        }
+        self.contexts.get_mut(id)
+    }
+
+    fn wrote(&mut self, now: Instant) {
+        self.writes += 1;
+        if self.writes.is_multiple_of(SWEEP_EVERY) {
+            self.contexts.retain(|_, (_, until)| *until > now);
+        }
+    }
+}
+
+impl Memory {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl ContextStore for Memory {
+    async fn load(&self, id: &str, ttl: Duration) -> Result<Option<Fields>, StoreError> {
+        let now = Instant::now();
+        Ok(self.lock().live(id, now).map(|(fields, until)| {
+            *until = now + ttl;
+            fields.clone()
+        }))
+    }
+
+    async fn create(&self, id: &str, fields: &Fields, ttl: Duration) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner
+            .contexts
+            .insert(id.to_string(), (fields.clone(), now + ttl));
+        inner.wrote(now);
+        Ok(())
+    }
+
+    async fn update(
+        &self,
+        id: &str,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let Some((fields, until)) = inner.live(id, now) else {
+            return Ok(false);
+        };
+        fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for key in remove {
+            fields.remove(key);
+        }
+        *until = now + ttl;
+        inner.wrote(now);
+        Ok(true)
+    }
+}

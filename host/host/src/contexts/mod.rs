@@ -1,0 +1,288 @@
+//! Agent contexts kept between requests: what a [`ToolContext`] carries
+//! from one call to the next (the cwd, the environment tools set, each
+//! tool's state, the read-file stamps `edit` checks), saved under an opaque
+//! context id in a [`ContextStore`]: in this process ([`Memory`], the
+//! default) or in Redis ([`Redis`], shared by replicas).
+//!
+//! A context is a set of fields. A call loads them, runs against the
+//! restored [`ToolContext`], and writes back only the fields it changed, in
+//! one atomic step per context: two replicas changing the cwd and recording
+//! a read of the same context at once lose neither. A context lives
+//! `ttl` after its last use. An id the store does not hold (expired, or
+//! never handed out) is an error, never a fresh empty context, and so is a
+//! store that cannot be reached: an `edit` never passes its read check
+//! because the store forgot the read.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use airlock_host::contexts::Contexts;
+//! use airlock_host::{Airlock, Config};
+//!
+//! let airlock = Airlock::new(Config { bundled_tools: false, ..Config::default() }).await.unwrap();
+//! let contexts = Contexts::from_config(&airlock.config().contexts);
+//! // A first call names no context: it runs in a fresh one…
+//! let mut cx = airlock.context();
+//! let loaded = contexts.load(None, &mut cx).await.unwrap();
+//! // …(here it would run, and change `cx`)…
+//! // and nothing changed, so none is created.
+//! assert_eq!(contexts.save(loaded, &cx).await.unwrap(), None);
+//! # });
+//! ```
+
+mod memory;
+mod redis;
+
+pub use memory::Memory;
+pub use redis::Redis;
+
+use crate::context::ToolContext;
+use airlock_core::config::{ContextStoreUrl, ContextsConfig};
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A context's fields, by name.
+pub type Fields = BTreeMap<String, String>;
+
+/// Where contexts are kept. Every method renews the context's lifetime to
+/// `ttl`; each is one atomic step.
+#[async_trait]
+pub trait ContextStore: Send + Sync + 'static {
+    /// The fields of context `id`, or `None` when the store holds no such
+    /// context (never created, or expired).
+    async fn load(&self, id: &str, ttl: Duration) -> Result<Option<Fields>, StoreError>;
+
+    /// Creates context `id` with `fields`.
+    async fn create(&self, id: &str, fields: &Fields, ttl: Duration) -> Result<(), StoreError>;
+
+    /// Sets `set` and removes `remove` in context `id`, all at once;
+    /// `false` (and nothing written) when the store holds no such context.
+    async fn update(
+        &self,
+        id: &str,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<bool, StoreError>;
+}
+
+/// A store that failed (down, unreachable, refused the command).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a context could not be loaded or saved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextError {
+    /// The store holds no context by that id.
+    Unknown {
+        /// The id the client sent (shown cleaned and capped).
+        id: String,
+        /// How long an unused context lives.
+        ttl: Duration,
+    },
+    /// The store failed.
+    Store {
+        /// The store (a URL without its password).
+        store: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for ContextError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ContextError::Unknown { id, ttl } => write!(
+                f,
+                "there is no context {id:?}: it was never handed out, or it expired after {} s \
+                 unused. Send the call without a context id to start a new context",
+                ttl.as_secs()
+            ),
+            ContextError::Store { store, message } => write!(
+                f,
+                "the context store {store} failed ({message}); the context could not be used, \
+                 and calls that need it fail until the store is back"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ContextError {}
+
+/// The contexts of a host: a store and how long a context lives.
+#[derive(Clone)]
+pub struct Contexts {
+    store: Arc<dyn ContextStore>,
+    ttl: Duration,
+    name: String,
+}
+
+impl std::fmt::Debug for Contexts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Contexts")
+            .field("store", &self.name)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+/// A context as a call loaded it: its id (none for a fresh one) and its
+/// fields then, which [`Contexts::save`] compares the changed context with.
+#[derive(Debug)]
+pub struct Loaded {
+    id: Option<String>,
+    before: Fields,
+}
+
+impl Loaded {
+    /// The context's id, if it has one yet.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+}
+
+/// The prefix of every context id.
+const ID_PREFIX: &str = "ctx_";
+
+impl Contexts {
+    /// Contexts in `store`, each living `ttl` after its last use; `name`
+    /// says which store in errors.
+    pub fn new(store: Arc<dyn ContextStore>, ttl: Duration, name: impl Into<String>) -> Contexts {
+        Contexts {
+            store,
+            ttl,
+            name: name.into(),
+        }
+    }
+
+    /// The store `[contexts]` names.
+    pub fn from_config(config: &ContextsConfig) -> Contexts {
+        let ttl = Duration::from_secs(config.ttl_secs.max(1));
+        let store: Arc<dyn ContextStore> = match &config.store {
+            ContextStoreUrl::Memory => Arc::new(Memory::default()),
+            url @ ContextStoreUrl::Redis { .. } => Arc::new(Redis::new(url.clone())),
+        };
+        Contexts::new(store, ttl, config.store.to_string())
+    }
+
+    /// How long an unused context lives.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Restores context `id` into `cx` (a fresh context of the host), or
+    /// leaves `cx` as it is for `None` (a new context, created by
+    /// [`Contexts::save`] if the call changes it).
+    pub async fn load(
+        &self,
+        id: Option<&str>,
+        cx: &mut ToolContext,
+    ) -> Result<Loaded, ContextError> {
+        let Some(id) = id else {
+            return Ok(Loaded {
+                id: None,
+                before: cx.to_fields(),
+            });
+        };
+        let unknown = || ContextError::Unknown {
+            id: crate::sanitize::clean_capped(id, crate::sanitize::Sink::Line, 80),
+            ttl: self.ttl,
+        };
+        if !is_context_id(id) {
+            return Err(unknown());
+        }
+        let fields = self
+            .store
+            .load(id, self.ttl)
+            .await
+            .map_err(|e| self.failed(e))?
+            .ok_or_else(unknown)?;
+        cx.restore_fields(&fields);
+        Ok(Loaded {
+            id: Some(id.to_string()),
+            before: cx.to_fields(),
+        })
+    }
+
+    /// Writes what the call changed in `cx` since it was loaded: creates a
+    /// context (with a new id) for a fresh one the call changed. Returns
+    /// the context's id, if it has one.
+    pub async fn save(
+        &self,
+        loaded: Loaded,
+        cx: &ToolContext,
+    ) -> Result<Option<String>, ContextError> {
+        let after = cx.to_fields();
+        let set: Fields = after
+            .iter()
+            .filter(|(k, v)| loaded.before.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let remove: Vec<String> = loaded
+            .before
+            .keys()
+            .filter(|k| !after.contains_key(*k))
+            .cloned()
+            .collect();
+        match loaded.id {
+            None if set.is_empty() && remove.is_empty() => Ok(None),
+            None => {
+                let id = new_id().map_err(|e| self.failed(e))?;
+                self.store
+                    .create(&id, &after, self.ttl)
+                    .await
+                    .map_err(|e| self.failed(e))?;
+                Ok(Some(id))
+            }
+            Some(id) if set.is_empty() && remove.is_empty() => Ok(Some(id)),
+            Some(id) => {
+                if self
+                    .store
+                    .update(&id, &set, &remove, self.ttl)
+                    .await
+                    .map_err(|e| self.failed(e))?
+                {
+                    Ok(Some(id))
+                } else {
+                    Err(ContextError::Unknown { id, ttl: self.ttl })
+                }
+            }
+        }
+    }
+
+    fn failed(&self, e: StoreError) -> ContextError {
+        ContextError::Store {
+            store: self.name.clone(),
+            message: e.0,
+        }
+    }
+}
+
+/// A new context id: 128 random bits.
+fn new_id() -> Result<String, StoreError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError(format!("no randomness for a context id: {e}")))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{ID_PREFIX}{hex}"))
+}
+
+/// Whether `id` has the shape of an id [`new_id`] makes.
+fn is_context_id(id: &str) -> bool {
+    id.strip_prefix(ID_PREFIX).is_some_and(|hex| {
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+#[cfg(test)]
+mod tests;

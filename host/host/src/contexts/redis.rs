@@ -1,0 +1,318 @@
+//! [`Redis`]: contexts in a Redis (or Valkey) server, shared by replicas.
+//!
+//! A context is a hash at `airlock:context:ID` with a `PEXPIRE` of the
+//! lifetime. Loading, creating and updating are each one Lua script (one
+//! round trip, atomic on the server): an update applies to a context that
+//! exists or to nothing. The client speaks RESP2 over a small pool of
+//! connections; each command has a deadline, and a connection that failed
+//! is dropped (the next command opens a new one).
+
+use super::{ContextStore, Fields, StoreError};
+use airlock_core::config::ContextStoreUrl;
+use async_trait::async_trait;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// The most time one command (connecting included) may take.
+const DEADLINE: Duration = Duration::from_secs(2);
+/// Idle connections kept.
+const POOL: usize = 16;
+/// The largest reply accepted (a bulk string or an array's length).
+const MAX_REPLY: usize = 64 << 20;
+
+/// `KEYS[1]`: the context. `ARGV[1]`: the lifetime in ms. Returns the
+/// fields (an empty array for no context) and renews the lifetime.
+const LOAD: &str = "local v = redis.call('HGETALL', KEYS[1]) \
+    if #v > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end \
+    return v";
+
+/// `ARGV[1]`: the lifetime in ms, then field, value pairs. A context
+/// always holds at least its `created` field, so an existing one is never
+/// empty.
+const CREATE: &str = "redis.call('DEL', KEYS[1]) \
+    redis.call('HSET', KEYS[1], 'created', ARGV[2]) \
+    for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end \
+    redis.call('PEXPIRE', KEYS[1], ARGV[1]) \
+    return 1";
+
+/// `ARGV[1]`: the lifetime in ms, `ARGV[2]`: how many pairs to set, then
+/// the pairs, then the fields to remove. Returns 0 (and writes nothing)
+/// when the context does not exist.
+const UPDATE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
+    local n = tonumber(ARGV[2]) \
+    for i = 3, 2 + 2 * n, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end \
+    for i = 3 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end \
+    redis.call('PEXPIRE', KEYS[1], ARGV[1]) \
+    return 1";
+
+/// The field every stored context holds besides its own.
+const CREATED: &str = "created";
+
+/// Contexts in Redis.
+pub struct Redis {
+    url: ContextStoreUrl,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Redis {
+    /// A store at `url` (a [`ContextStoreUrl::Redis`]); nothing is
+    /// connected until the first command.
+    pub fn new(url: ContextStoreUrl) -> Redis {
+        Redis {
+            url,
+            idle: Mutex::default(),
+        }
+    }
+
+    /// Sends `PING`: whether the server answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match self.command(&[b"PING"]).await? {
+            Reply::Simple(s) if s == "PONG" => Ok(()),
+            other => Err(StoreError(format!("PING answered {other:?}"))),
+        }
+    }
+
+    async fn script(&self, script: &str, key: &str, args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let key = format!("airlock:context:{key}");
+        let mut command: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"1", key.as_bytes()];
+        command.extend_from_slice(args);
+        self.command(&command).await
+    }
+
+    /// Runs one command on an idle connection (or a new one); a
+    /// connection is kept only after a complete reply.
+    async fn command(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let attempt = async {
+            let mut connection = match idle {
+                Some(c) => c,
+                None => Connection::open(&self.url).await?,
+            };
+            let reply = connection.send(args).await?;
+            Ok::<_, StoreError>((connection, reply))
+        };
+        let (connection, reply) =
+            tokio::time::timeout(DEADLINE, attempt)
+                .await
+                .map_err(|_| {
+                    StoreError(format!(
+                        "no answer from {} within {} s",
+                        self.url,
+                        DEADLINE.as_secs()
+                    ))
+                })??;
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < POOL {
+            idle.push(connection);
+        }
+        drop(idle);
+        match reply {
+            Reply::Error(e) => Err(StoreError(format!("{} answered: {e}", self.url))),
+            reply => Ok(reply),
+        }
+    }
+}
+
+fn ms(ttl: Duration) -> Vec<u8> {
+    ttl.as_millis().max(1).to_string().into_bytes()
+}
+
+#[async_trait]
+impl ContextStore for Redis {
+    async fn load(&self, id: &str, ttl: Duration) -> Result<Option<Fields>, StoreError> {
+        let ttl = ms(ttl);
+        let Reply::Array(Some(items)) = self.script(LOAD, id, &[&ttl]).await? else {
+            return Err(StoreError(
+                "HGETALL answered something other than an array".into(),
+            ));
+        };
+        if items.is_empty() {
+            return Ok(None);
+        }
+        let mut fields = Fields::new();
+        let mut items = items.into_iter();
+        while let (Some(k), Some(v)) = (items.next(), items.next()) {
+            let (Reply::Bulk(Some(k)), Reply::Bulk(Some(v))) = (k, v) else {
+                return Err(StoreError(
+                    "HGETALL answered a field that is not a string".into(),
+                ));
+            };
+            let text = |b: Vec<u8>| {
+                String::from_utf8(b)
+                    .map_err(|_| StoreError("a stored context field is not UTF-8".into()))
+            };
+            fields.insert(text(k)?, text(v)?);
+        }
+        fields.remove(CREATED);
+        Ok(Some(fields))
+    }
+
+    async fn create(&self, id: &str, fields: &Fields, ttl: Duration) -> Result<(), StoreError> {
+        let ttl = ms(ttl);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .to_string();
+        let mut args: Vec<&[u8]> = vec![&ttl, now.as_bytes()];
+        for (k, v) in fields {
+            args.push(k.as_bytes());
+            args.push(v.as_bytes());
+        }
+        self.script(CREATE, id, &args).await.map(drop)
+    }
+
+    async fn update(
+        &self,
+        id: &str,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let ttl = ms(ttl);
+        let pairs = set.len().to_string();
+        let mut args: Vec<&[u8]> = vec![&ttl, pairs.as_bytes()];
+        for (k, v) in set {
+            args.push(k.as_bytes());
+            args.push(v.as_bytes());
+        }
+        args.extend(remove.iter().map(|k| k.as_bytes()));
+        match self.script(UPDATE, id, &args).await? {
+            Reply::Int(n) => Ok(n == 1),
+            other => Err(StoreError(format!("the update answered {other:?}"))),
+        }
+    }
+}
+
+/// A reply, as RESP2 has them.
+#[derive(Debug, PartialEq, Eq)]
+enum Reply {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Reply>>),
+}
+
+struct Connection {
+    stream: BufReader<TcpStream>,
+}
+
+impl Connection {
+    async fn open(url: &ContextStoreUrl) -> Result<Connection, StoreError> {
+        let ContextStoreUrl::Redis {
+            host,
+            port,
+            db,
+            username,
+            password,
+        } = url
+        else {
+            return Err(StoreError(format!("{url} is not a Redis URL")));
+        };
+        let stream = TcpStream::connect((host.as_str(), *port))
+            .await
+            .map_err(|e| StoreError(format!("cannot connect to {url}: {e}")))?;
+        // A command and its reply are small: without this, each waits for
+        // the server's delayed ACK.
+        let _ = stream.set_nodelay(true);
+        let mut connection = Connection {
+            stream: BufReader::new(stream),
+        };
+        if let Some(password) = password {
+            let mut auth: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(user) = username {
+                auth.push(user.as_bytes());
+            }
+            auth.push(password.as_bytes());
+            if let Reply::Error(e) = connection.send(&auth).await? {
+                return Err(StoreError(format!("{url} refused the password: {e}")));
+            }
+        }
+        if *db != 0 {
+            let db = db.to_string();
+            if let Reply::Error(e) = connection.send(&[b"SELECT", db.as_bytes()]).await? {
+                return Err(StoreError(format!("{url}: SELECT {db} failed: {e}")));
+            }
+        }
+        Ok(connection)
+    }
+
+    async fn send(&mut self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let mut out = Vec::with_capacity(64 + args.iter().map(|a| a.len() + 16).sum::<usize>());
+        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        let io = |e: std::io::Error| StoreError(format!("the connection to Redis failed: {e}"));
+        self.stream.get_mut().write_all(&out).await.map_err(io)?;
+        read_reply(&mut self.stream, 0).await
+    }
+}
+
+/// Reads one reply; arrays nest at most a few levels.
+fn read_reply(
+    stream: &mut BufReader<TcpStream>,
+    depth: usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Reply, StoreError>> + Send + '_>> {
+    Box::pin(async move {
+        let bad = |what: &str| StoreError(format!("Redis sent {what}"));
+        if depth > 8 {
+            return Err(bad("arrays nested too deep"));
+        }
+        let mut line = Vec::new();
+        let read = (&mut *stream)
+            .take(MAX_REPLY as u64)
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|e| StoreError(format!("the connection to Redis failed: {e}")))?;
+        if read == 0 || !line.ends_with(b"\r\n") {
+            return Err(bad("a truncated reply (the connection closed)"));
+        }
+        line.truncate(line.len() - 2);
+        let (kind, rest) = line.split_first().ok_or_else(|| bad("an empty line"))?;
+        let text = String::from_utf8_lossy(rest).into_owned();
+        let length = || -> Result<Option<usize>, StoreError> {
+            let n: i64 = text.parse().map_err(|_| bad("a bad length"))?;
+            if n < 0 {
+                return Ok(None);
+            }
+            let n = usize::try_from(n).map_err(|_| bad("a bad length"))?;
+            if n > MAX_REPLY {
+                return Err(bad("a reply larger than 64 MiB"));
+            }
+            Ok(Some(n))
+        };
+        Ok(match kind {
+            b'+' => Reply::Simple(text),
+            b'-' => Reply::Error(text),
+            b':' => Reply::Int(text.parse().map_err(|_| bad("a bad integer"))?),
+            b'$' => match length()? {
+                None => Reply::Bulk(None),
+                Some(n) => {
+                    let mut data = vec![0; n + 2];
+                    stream
+                        .read_exact(&mut data)
+                        .await
+                        .map_err(|e| StoreError(format!("the connection to Redis failed: {e}")))?;
+                    data.truncate(n);
+                    Reply::Bulk(Some(data))
+                }
+            },
+            b'*' => match length()? {
+                None => Reply::Array(None),
+                Some(n) => {
+                    let mut items = Vec::with_capacity(n.min(1024));
+                    for _ in 0..n {
+                        items.push(read_reply(stream, depth + 1).await?);
+                    }
+                    Reply::Array(Some(items))
+                }
+            },
+            _ => return Err(bad("a reply of an unknown kind")),
+        })
+    })
+}

@@ -1,0 +1,226 @@
+use super::*;
+use crate::policy::PermissionRules;
+use crate::registry::Registry;
+use airlock_core::config::Config;
+use airlock_core::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess};
+use airlock_core::grants::FileStamp;
+use airlock_core::grants::Grants;
+use airlock_core::permissions::PermissionMode;
+use airlock_core::tool::ContextChange;
+
+fn setup() -> (tempfile::TempDir, Grants) {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("sub")).unwrap();
+    std::fs::write(tmp.path().join("sub/f.txt"), "abc").unwrap();
+    let config = Config {
+        workspace: Some(tmp.path().to_path_buf()),
+        ..Config::default()
+    };
+    let grants = Grants::from_config(&config).unwrap();
+    (tmp, grants)
+}
+
+fn fresh(grants: &Grants) -> ToolContext {
+    ToolContext::new(
+        grants,
+        Arc::new(Registry::new()),
+        PermissionRules::default(),
+        PermissionMode::default(),
+    )
+}
+
+fn change(grants: &Grants, cx: &mut ToolContext, changes: &[ContextChange]) {
+    let mut d = Descriptor::new("t", "t");
+    d.capabilities.workspace = WorkspaceAccess::Read;
+    let call = grants
+        .for_tool("t")
+        .unwrap()
+        .for_call(&d, SafetyFlags::empty(), &BTreeMap::new());
+    assert!(cx.apply("t", changes, &call, true).is_empty());
+}
+
+fn memory() -> Contexts {
+    Contexts::new(
+        Arc::new(Memory::default()),
+        Duration::from_secs(60),
+        "memory",
+    )
+}
+
+#[tokio::test]
+async fn a_context_is_created_when_a_call_changes_it_and_restored_from_its_id() {
+    let (_tmp, grants) = setup();
+    let contexts = memory();
+    let mut cx = fresh(&grants);
+    let root = cx.cwd().to_string();
+    let loaded = contexts.load(None, &mut cx).await.unwrap();
+    change(
+        &grants,
+        &mut cx,
+        &[
+            ContextChange::SetCwd { path: "sub".into() },
+            ContextChange::RecordFileRead {
+                path: "f.txt".into(),
+            },
+            ContextChange::SetEnv {
+                name: "A".into(),
+                value: "1".into(),
+            },
+            ContextChange::SetState {
+                key: "k/with:odd \"chars\"".into(),
+                value: "v".into(),
+            },
+        ],
+    );
+    let id = contexts.save(loaded, &cx).await.unwrap().expect("created");
+    assert!(is_context_id(&id), "{id}");
+
+    let mut again = fresh(&grants);
+    contexts.load(Some(&id), &mut again).await.unwrap();
+    assert_eq!(again.cwd(), format!("{root}/sub"));
+    assert_eq!(again.env()["A"], "1");
+    assert_eq!(again.state_of("t").unwrap()["k/with:odd \"chars\""], "v");
+    assert_eq!(
+        again.file_stamp(&format!("{root}/sub/f.txt")),
+        cx.file_stamp(&format!("{root}/sub/f.txt"))
+    );
+    assert!(again.file_stamp(&format!("{root}/sub/f.txt")).is_some());
+}
+
+#[tokio::test]
+async fn writes_from_two_calls_at_once_are_both_kept() {
+    let (_tmp, grants) = setup();
+    let contexts = memory();
+    let mut first = fresh(&grants);
+    let loaded = contexts.load(None, &mut first).await.unwrap();
+    change(
+        &grants,
+        &mut first,
+        &[ContextChange::SetEnv {
+            name: "A".into(),
+            value: "1".into(),
+        }],
+    );
+    let id = contexts.save(loaded, &first).await.unwrap().unwrap();
+    // Two calls load the same context, one changes the cwd, the other
+    // records a read; the later save keeps the earlier one's change.
+    let (mut a, mut b) = (fresh(&grants), fresh(&grants));
+    let la = contexts.load(Some(&id), &mut a).await.unwrap();
+    let lb = contexts.load(Some(&id), &mut b).await.unwrap();
+    change(
+        &grants,
+        &mut a,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    change(
+        &grants,
+        &mut b,
+        &[ContextChange::RecordFileRead {
+            path: "sub/f.txt".into(),
+        }],
+    );
+    contexts.save(la, &a).await.unwrap();
+    contexts.save(lb, &b).await.unwrap();
+    let mut c = fresh(&grants);
+    let root = c.cwd().to_string();
+    contexts.load(Some(&id), &mut c).await.unwrap();
+    assert_eq!(c.cwd(), format!("{root}/sub"));
+    assert!(c.file_stamp(&format!("{root}/sub/f.txt")).is_some());
+    assert_eq!(c.env()["A"], "1");
+}
+
+#[tokio::test]
+async fn an_unknown_or_expired_id_is_an_error_and_never_an_empty_context() {
+    let (_tmp, grants) = setup();
+    let contexts = Contexts::new(
+        Arc::new(Memory::default()),
+        Duration::from_millis(50),
+        "memory",
+    );
+    let mut cx = fresh(&grants);
+    for id in ["ctx_00000000000000000000000000000000", "../../etc", ""] {
+        let err = contexts.load(Some(id), &mut cx).await.unwrap_err();
+        assert!(matches!(err, ContextError::Unknown { .. }), "{err}");
+        assert!(err.to_string().contains("without a context id"), "{err}");
+    }
+    let loaded = contexts.load(None, &mut cx).await.unwrap();
+    change(
+        &grants,
+        &mut cx,
+        &[ContextChange::SetEnv {
+            name: "A".into(),
+            value: "1".into(),
+        }],
+    );
+    let id = contexts.save(loaded, &cx).await.unwrap().unwrap();
+    let mut again = fresh(&grants);
+    let loaded = contexts.load(Some(&id), &mut again).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    change(
+        &grants,
+        &mut again,
+        &[ContextChange::SetEnv {
+            name: "B".into(),
+            value: "2".into(),
+        }],
+    );
+    let err = contexts.save(loaded, &again).await.unwrap_err();
+    assert!(matches!(err, ContextError::Unknown { .. }), "{err}");
+    let err = contexts
+        .load(Some(&id), &mut fresh(&grants))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ContextError::Unknown { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_a_clear_error() {
+    let (_tmp, grants) = setup();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = ContextsConfig {
+        store: ContextStoreUrl::try_from(format!("redis://:pw@127.0.0.1:{port}")).unwrap(),
+        ttl_secs: 60,
+    };
+    let contexts = Contexts::from_config(&config);
+    let mut cx = fresh(&grants);
+    let err = contexts
+        .load(Some("ctx_00000000000000000000000000000000"), &mut cx)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ContextError::Store { .. }), "{text}");
+    assert!(
+        text.contains(&format!("redis://127.0.0.1:{port}/0")),
+        "{text}"
+    );
+    assert!(!text.contains("pw"), "the password is never shown: {text}");
+}
+
+#[test]
+fn stamps_round_trip_and_bad_ones_are_refused() {
+    let stamp = FileStamp {
+        modified_ns: 17,
+        size: 3,
+        blake3: [0xab; 32],
+    };
+    let (_tmp, grants) = setup();
+    let cx = fresh(&grants);
+    cx.read_files().lock().unwrap().put("/w/f".into(), stamp);
+    let fields = cx.to_fields();
+    let mut again = fresh(&grants);
+    again.restore_fields(&fields);
+    assert_eq!(again.file_stamp("/w/f"), Some(stamp));
+    let mut bad = BTreeMap::new();
+    bad.insert("read:/w/g".to_string(), "17 3 zz".to_string());
+    bad.insert("env:1X".to_string(), "v".to_string());
+    bad.insert("unknown".to_string(), "v".to_string());
+    let mut third = fresh(&grants);
+    third.restore_fields(&bad);
+    assert!(third.file_stamp("/w/g").is_none());
+    assert!(third.env().is_empty());
+}

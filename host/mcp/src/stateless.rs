@@ -1,0 +1,194 @@
+//! MCP 2026-07-28 requests: no `initialize` and no session. Each request
+//! says its version and capabilities in `_meta`, and any replica may
+//! answer it, so the agent context a call runs in is named by the client:
+//! `_meta["airlock/context"]` holds the context id a result handed out, and
+//! the context itself is in the host's [`Contexts`] store (in process, or
+//! Redis shared by replicas). A call without one runs in a fresh context,
+//! and if it changes that context (a `read` records a stamp, a `cd` a cwd)
+//! the result's `_meta["airlock/context"]` hands out the new id; the client
+//! sends it with its later calls. Permission questions are answered by the
+//! host's own prompter (2026-07-28 has no server-to-client requests); log
+//! lines go out only when the request set `logLevel`; tool-list changes go
+//! to `subscriptions/listen` streams.
+
+use super::{
+    McpServer, Progress, Received, cancelled_by_client, connection_closed, logging, mcp_result,
+};
+use airlock_host::contexts::{ContextError, Contexts};
+use airlock_host::tool::ProgressSink;
+use airlock_host::{CallControl, ToolUse};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion, RequestMetaObject};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer};
+use std::sync::atomic::Ordering;
+
+/// The `_meta` key of the context id, in requests and in results.
+pub const CONTEXT_META: &str = "airlock/context";
+
+/// Progress updates and log lines a call may have pending.
+const PENDING: usize = 64;
+
+/// Whether a request says, in its own `_meta`, that it is 2026-07-28 or
+/// later (no session: its context comes from the store).
+pub(crate) fn is_stateless(meta: &RequestMetaObject) -> bool {
+    meta.protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// A context error as the client gets it: an id the store does not hold is
+/// the client's to fix (invalid params), a store that failed is ours.
+fn context_error(e: &ContextError) -> ErrorData {
+    match e {
+        ContextError::Unknown { id, .. } => {
+            ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({ "context": id })))
+        }
+        ContextError::Store { .. } => ErrorData::internal_error(e.to_string(), None),
+    }
+}
+
+impl McpServer {
+    /// Runs a 2026-07-28 `tools/call` in the context its `_meta` names.
+    pub(crate) async fn call_stateless(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        lists_output_schema: bool,
+        received: Option<Received>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let session = &self.session;
+        let contexts: &Contexts = &session.host.contexts;
+        let id = match context.meta.0.get(CONTEXT_META) {
+            None => None,
+            Some(serde_json::Value::String(id)) => Some(id.as_str()),
+            Some(_) => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{CONTEXT_META}\"] must be a string: the context id an earlier \
+                         result handed out"
+                    ),
+                    None,
+                ));
+            }
+        };
+        // The host's own prompter answers permission questions.
+        let airlock = session.host.tools.borrow().clone();
+        let mut cx = airlock.context();
+        let loaded = contexts
+            .load(id, &mut cx)
+            .await
+            .map_err(|e| context_error(&e))?;
+        let closed = received
+            .as_ref()
+            .map(|r| r.closed.clone())
+            .unwrap_or_default();
+        if let Some(received) = &received {
+            tokio::select! {
+                () = received.turn.wait() => {}
+                () = context.ct.cancelled() => return Err(cancelled_by_client()),
+                () = closed.cancelled() => return Err(connection_closed()),
+            }
+        }
+        let use_id = format!(
+            "{}-{}",
+            session.id_prefix,
+            session.next_id.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut progress = context.meta.get_progress_token().map(|token| Progress {
+            token,
+            last: 0.0,
+            count: 0.0,
+        });
+        let log_level = context.meta.log_level().map(logging::rank);
+        let (sink, mut progress_rx) = ProgressSink::channel(PENDING);
+        let (sink, mut log_rx) = sink.with_logs(PENDING);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let control = CallControl {
+            progress: sink,
+            cancel: cancel.clone(),
+        };
+        let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let tool_use = ToolUse::new(use_id, request.name.as_ref(), input);
+        if let Some(received) = received {
+            received.turn.take();
+        }
+        let mut abandoned = None;
+        let result = {
+            let call = airlock.call_with(&mut cx, tool_use, control);
+            tokio::pin!(call);
+            loop {
+                tokio::select! {
+                    result = &mut call => break result,
+                    Some(event) = progress_rx.recv() => {
+                        if let Some(param) = progress.as_mut().and_then(|p| p.next(&event)) {
+                            let _ = context.peer.notify_progress(param).await;
+                        }
+                    }
+                    Some(event) = log_rx.recv() => {
+                        if let Some(level) = log_level {
+                            logging::send(&context.peer, &event, level).await;
+                        }
+                    }
+                    () = context.ct.cancelled(), if abandoned.is_none() => {
+                        cancel.cancel();
+                        abandoned = Some(cancelled_by_client());
+                    }
+                    () = closed.cancelled(), if abandoned.is_none() => {
+                        cancel.cancel();
+                        abandoned = Some(connection_closed());
+                    }
+                }
+            }
+        };
+        // What the call changed is kept even when its client went away.
+        let saved = contexts.save(loaded, &cx).await;
+        if let Some(error) = abandoned {
+            return Err(error);
+        }
+        let saved = saved.map_err(|e| {
+            ErrorData::internal_error(
+                format!(
+                    "{} ran, but what it changed in the agent's context was not saved: {e}",
+                    request.name
+                ),
+                None,
+            )
+        })?;
+        let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
+        let mut reply = mcp_result(result, lists_output_schema, spilled);
+        if let Some(id) = saved {
+            reply
+                .meta
+                .get_or_insert_with(Default::default)
+                .insert(CONTEXT_META.into(), serde_json::Value::String(id));
+        }
+        Ok(reply.into())
+    }
+
+    /// A `subscriptions/listen` stream: `notifications/tools/list_changed`
+    /// each time the tools change, until the client ends it.
+    pub(crate) async fn listen_for_changes(
+        &self,
+        subscription: SubscriptionContext,
+    ) -> Result<(), ErrorData> {
+        let mut tools = self.session.host.tools.clone();
+        tools.borrow_and_update();
+        if !subscription.accepted().tools_list_changed.unwrap_or(false) {
+            subscription.cancelled().await;
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                changed = tools.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    tools.borrow_and_update();
+                    if subscription.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                () = subscription.cancelled() => return Ok(()),
+            }
+        }
+    }
+}
