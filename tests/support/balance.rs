@@ -134,7 +134,7 @@ impl Nginx {
             "daemon off;\nmaster_process off;\n\
              pid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
              events {{ worker_connections 256; }}\n\
-             http {{\n  access_log off;\n\
+             http {{\n  access_log off;\n  keepalive_requests 1000000;\n\
                client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
                fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
                upstream airlock {{\n{servers}    keepalive 8;\n  }}\n\

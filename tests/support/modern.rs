@@ -1,10 +1,11 @@
 //! A raw MCP 2026-07-28 client for the tests: JSON-RPC requests with the
 //! per-request `_meta` that version asks for, no `initialize`, no session;
-//! over HTTP (one connection per request, the reply read as JSON or as an
-//! SSE stream) or as lines for stdio.
+//! over HTTP (a kept-alive connection, the reply read as JSON or as an SSE
+//! stream) or as lines for stdio.
 
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 
 /// The protocol version.
 pub const VERSION: &str = "2026-07-28";
@@ -73,76 +74,108 @@ impl Reply {
     }
 }
 
-/// POSTs `message` to `http://addr/mcp` with the headers 2026-07-28 asks
-/// for, and reads the reply.
-pub fn post(addr: &str, message: &Value) -> Reply {
-    let body = message.to_string();
-    let method = message["method"].as_str().unwrap_or_default();
-    let mut headers = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         MCP-Protocol-Version: {VERSION}\r\nMcp-Method: {method}\r\n"
-    );
-    if let Some(name) = message["params"]["name"].as_str() {
-        headers.push_str(&format!("Mcp-Name: {name}\r\n"));
+/// A kept-alive HTTP/1.1 connection to `http://addr/mcp`.
+pub struct Connection {
+    stream: BufReader<TcpStream>,
+    addr: String,
+}
+
+impl Connection {
+    /// Connects to `addr`.
+    pub fn open(addr: &str) -> Connection {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        Connection {
+            stream: BufReader::new(stream),
+            addr: addr.to_owned(),
+        }
     }
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(
-        stream,
-        "{headers}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read the reply");
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP reply: {raw:?}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    let id = &message["id"];
-    let message = if body.trim_start().starts_with('{') {
-        serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {body}"))
-    } else {
-        body.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|m| &m["id"] == id)
-            .unwrap_or(Value::Null)
-    };
-    Reply {
-        status,
-        headers,
-        message,
+
+    /// POSTs `message` with the headers 2026-07-28 asks for, and reads the
+    /// reply (its body by `Content-Length` or chunked).
+    pub fn post(&mut self, message: &Value) -> Reply {
+        let body = message.to_string();
+        let method = message["method"].as_str().unwrap_or_default();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             MCP-Protocol-Version: {VERSION}\r\nMcp-Method: {method}\r\n",
+            self.addr
+        );
+        if let Some(name) = message["params"]["name"].as_str() {
+            request.push_str(&format!("Mcp-Name: {name}\r\n"));
+        }
+        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        self.stream
+            .get_mut()
+            .write_all(request.as_bytes())
+            .expect("send");
+        let mut line = String::new();
+        self.stream.read_line(&mut line).expect("a status line");
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP reply: {line:?}"));
+        let mut headers = Vec::new();
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).expect("a header");
+            let Some((name, value)) = line.trim_end().split_once(':') else {
+                break;
+            };
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let mut body = Vec::new();
+        if let Some(length) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            body.resize(length, 0);
+            self.stream.read_exact(&mut body).expect("the body");
+        } else if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            loop {
+                line.clear();
+                self.stream.read_line(&mut line).expect("a chunk size");
+                let size = usize::from_str_radix(line.trim(), 16).expect("a chunk size");
+                let mut chunk = vec![0; size + 2];
+                self.stream.read_exact(&mut chunk).expect("a chunk");
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            self.stream.read_to_end(&mut body).expect("the body");
+        }
+        // The server ends the connection after this reply (nginx does
+        // after `keepalive_requests`): the next request opens another.
+        if header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close")) {
+            *self = Connection::open(&self.addr.clone());
+        }
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let id = &message["id"];
+        let message = if body.trim_start().starts_with('{') {
+            serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {body}"))
+        } else {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+                .find(|m| &m["id"] == id)
+                .unwrap_or(Value::Null)
+        };
+        Reply {
+            status,
+            headers,
+            message,
+        }
     }
 }
 
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = rest[size..].trim_start_matches("\r\n");
-    }
-    out
+/// POSTs `message` to `http://addr/mcp` on a connection of its own.
+pub fn post(addr: &str, message: &Value) -> Reply {
+    Connection::open(addr).post(message)
 }

@@ -951,6 +951,15 @@ impl McpServer {
 }
 
 impl Session {
+    /// A new tool-use id, unique to this session.
+    fn next_use_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.id_prefix,
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
     /// The link to a spilled result's file, recorded as given to this
     /// session (so `resources/read` serves it).
     fn give(&self, path: &str) -> Resource {
@@ -1415,23 +1424,9 @@ impl ServerHandler for McpServer {
         // permission questions go to is known from the call too.
         let _ = self.session.prompter.peer.set(context.peer.clone());
         self.offer_changed_code(&request.name).await;
-        let closed = received
-            .as_ref()
-            .map(|r| r.closed.clone())
-            .unwrap_or_default();
-        if let Some(received) = &received {
-            tokio::select! {
-                () = received.turn.wait() => {}
-                () = context.ct.cancelled() => return Err(cancelled_by_client()),
-                () = closed.cancelled() => return Err(connection_closed()),
-            }
-        }
+        let closed = wait_turn(received.as_ref(), &context.ct).await?;
         let session = &self.session;
-        let id = format!(
-            "{}-{}",
-            session.id_prefix,
-            session.next_id.fetch_add(1, Ordering::Relaxed)
-        );
+        let id = session.next_use_id();
         let mut progress = context.meta.get_progress_token().map(|token| Progress {
             token,
             last: 0.0,
@@ -1589,6 +1584,23 @@ fn unique_prefix() -> String {
     hasher.update(&SESSIONS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
     let hex = hasher.finalize().to_hex();
     format!("mcp-{}", &hex[..12])
+}
+
+/// Waits for the turn of a call `received` on a connection (without one,
+/// none is waited for); returns the token the connection's end cancels, or
+/// the error for a call given up before its turn.
+async fn wait_turn(
+    received: Option<&Received>,
+    cancelled: &CancellationToken,
+) -> Result<CancellationToken, ErrorData> {
+    let Some(received) = received else {
+        return Ok(CancellationToken::new());
+    };
+    tokio::select! {
+        () = received.turn.wait() => Ok(received.closed.clone()),
+        () = cancelled.cancelled() => Err(cancelled_by_client()),
+        () = received.closed.cancelled() => Err(connection_closed()),
+    }
 }
 
 fn cancelled_by_client() -> ErrorData {

@@ -13,6 +13,7 @@
 
 use super::{
     McpServer, Progress, Received, cancelled_by_client, connection_closed, logging, mcp_result,
+    wait_turn,
 };
 use airlock_host::contexts::{ContextError, Contexts};
 use airlock_host::tool::ProgressSink;
@@ -20,7 +21,6 @@ use airlock_host::{CallControl, ToolUse};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion, RequestMetaObject};
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer};
-use std::sync::atomic::Ordering;
 
 /// The `_meta` key of the context id, in requests and in results.
 pub const CONTEXT_META: &str = "airlock/context";
@@ -77,22 +77,8 @@ impl McpServer {
             .load(id, &mut cx)
             .await
             .map_err(|e| context_error(&e))?;
-        let closed = received
-            .as_ref()
-            .map(|r| r.closed.clone())
-            .unwrap_or_default();
-        if let Some(received) = &received {
-            tokio::select! {
-                () = received.turn.wait() => {}
-                () = context.ct.cancelled() => return Err(cancelled_by_client()),
-                () = closed.cancelled() => return Err(connection_closed()),
-            }
-        }
-        let use_id = format!(
-            "{}-{}",
-            session.id_prefix,
-            session.next_id.fetch_add(1, Ordering::Relaxed)
-        );
+        let closed = wait_turn(received.as_ref(), &context.ct).await?;
+        let use_id = session.next_use_id();
         let mut progress = context.meta.get_progress_token().map(|token| Progress {
             token,
             last: 0.0,
