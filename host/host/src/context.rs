@@ -396,10 +396,14 @@ impl ToolContext {
         }
         let files = self.read_files.lock().unwrap_or_else(|e| e.into_inner());
         for (path, stamp) in files.iter() {
-            let hash: String = stamp.blake3.iter().map(|b| format!("{b:02x}")).collect();
             fields.insert(
                 format!("{FIELD_READ}{path}"),
-                format!("{} {} {hash}", stamp.modified_ns, stamp.size),
+                format!(
+                    "{} {} {}",
+                    stamp.modified_ns,
+                    stamp.size,
+                    blake3::Hash::from(stamp.blake3).to_hex()
+                ),
             );
         }
         fields
@@ -459,18 +463,14 @@ fn parse_stamp(text: &str) -> Option<FileStamp> {
     let mut parts = text.split(' ');
     let modified_ns = parts.next()?.parse().ok()?;
     let size = parts.next()?.parse().ok()?;
-    let hex = parts.next()?;
-    if parts.next().is_some() || hex.len() != 64 {
+    let hash = blake3::Hash::from_hex(parts.next()?).ok()?;
+    if parts.next().is_some() {
         return None;
-    }
-    let mut blake3 = [0u8; 32];
-    for (i, byte) in blake3.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some(FileStamp {
         modified_ns,
         size,
-        blake3,
+        blake3: *hash.as_bytes(),
     })
 }
 

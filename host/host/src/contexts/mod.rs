@@ -205,9 +205,11 @@ impl Contexts {
             .map_err(|e| self.failed(e))?
             .ok_or_else(unknown)?;
         cx.restore_fields(&fields);
+        // What was stored is what a save compares with: a field the
+        // restore left out is removed by the next save that writes.
         Ok(Loaded {
             id: Some(id.to_string()),
-            before: cx.to_fields(),
+            before: fields,
         })
     }
 
