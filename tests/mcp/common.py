@@ -164,20 +164,23 @@ async def a_deferred_tool_is_searched(connect, workspace: str) -> None:
 
 async def a_modern_client_is_served_natively(server, workspace: str) -> str:
     """A client that first asks for 2026-07-28 (`server/discover`) is served
-    it, without `initialize`: it lists and calls tools, and the context a
-    call hands out (`_meta["airlock/context"]`) is taken back by the next
-    call. Returns the version it settled on."""
+    it, without `initialize`: it lists and calls tools. A call that names no
+    context runs in the default context (no id is handed out); one that asks
+    for a new context (`_meta["airlock/context"]: "new"`) is handed its id,
+    which the next call takes back. Returns the version it settled on."""
     async with Client(server, mode="auto", read_timeout_seconds=30.0) as client:
         assert client.protocol_version == "2026-07-28", client.protocol_version
         listed = await client.list_tools()
         assert any(t.name == "read" for t in listed.tools), listed
-        r = await client.call_tool("read", {"file_path": f"{workspace}/a.txt"})
+        path = f"{workspace}/a.txt"
+        r = await client.call_tool("read", {"file_path": path})
+        assert not r.is_error and "hello mcp" in r.content[0].text, r
+        assert "airlock/context" not in (r.meta or {}), r.meta
+        r = await client.call_tool("read", {"file_path": path}, meta={"airlock/context": "new"})
         assert not r.is_error and "hello mcp" in r.content[0].text, r
         context = (r.meta or {}).get("airlock/context")
         assert context and context.startswith("ctx_"), r.meta
-        again = await client.call_tool(
-            "read", {"file_path": f"{workspace}/a.txt"}, meta={"airlock/context": context}
-        )
+        again = await client.call_tool("read", {"file_path": path}, meta={"airlock/context": context})
         assert not again.is_error, again
         assert (again.meta or {}).get("airlock/context") == context, again.meta
         return client.protocol_version

@@ -10,23 +10,36 @@ use std::net::TcpStream;
 /// The protocol version.
 pub const VERSION: &str = "2026-07-28";
 
+/// Which agent context a request names in `_meta["airlock/context"]`.
+#[derive(Clone, Copy, Debug)]
+pub enum Cx<'a> {
+    /// None: the default context, shared by every call that names none.
+    Default,
+    /// `"new"`: a new context, whose id the result hands out.
+    New,
+    /// A context id a result handed out.
+    Id(&'a str),
+}
+
 /// A request: `method` with `params`, and `_meta` carrying the version,
-/// the client's capabilities and info, and `context` (the context id).
-pub fn request(id: u64, method: &str, mut params: Value, context: Option<&str>) -> Value {
+/// the client's capabilities and info, and `context`.
+pub fn request(id: u64, method: &str, mut params: Value, context: Cx) -> Value {
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "raw-2026", "version": "1"},
     });
-    if let Some(context) = context {
-        meta["airlock/context"] = json!(context);
+    match context {
+        Cx::Default => {}
+        Cx::New => meta["airlock/context"] = json!("new"),
+        Cx::Id(id) => meta["airlock/context"] = json!(id),
     }
     params["_meta"] = meta;
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// A `tools/call` of `tool` with `arguments`.
-pub fn call(id: u64, tool: &str, arguments: Value, context: Option<&str>) -> Value {
+pub fn call(id: u64, tool: &str, arguments: Value, context: Cx) -> Value {
     request(
         id,
         "tools/call",

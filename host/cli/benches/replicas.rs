@@ -34,7 +34,7 @@ mod replicas;
 
 use balance::{Nginx, Redis};
 use criterion::{Criterion, criterion_group, criterion_main};
-use modern::{Connection, call, context_of};
+use modern::{Connection, Cx, call, context_of};
 use replicas::{Replica, setup};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -45,7 +45,12 @@ const CALLS: usize = 300;
 
 /// One `read` of `file` in `context` on `connection`, checked.
 fn read(connection: &mut Connection, file: &str, context: &str, id: u64) {
-    let reply = connection.post(&call(id, "read", json!({"file_path": file}), Some(context)));
+    let reply = connection.post(&call(
+        id,
+        "read",
+        json!({"file_path": file}),
+        Cx::Id(context),
+    ));
     assert_eq!(reply.status, 200, "{}", reply.message);
     assert_eq!(
         reply.message["result"]["isError"], false,
@@ -118,7 +123,7 @@ fn bench(c: &mut Criterion) {
         };
         let file = ws.join("a.txt").display().to_string();
         let mut connection = Connection::open(&addr);
-        let first = connection.post(&call(0, "read", json!({"file_path": file}), None));
+        let first = connection.post(&call(0, "read", json!({"file_path": file}), Cx::New));
         let context = context_of(&first.message).expect("a context id");
         let mut id = 1;
         group.bench_function(name, |b| {

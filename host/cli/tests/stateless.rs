@@ -21,12 +21,49 @@ mod modern;
 mod replicas;
 
 use balance::{Nginx, Redis};
-use modern::{call, context_of, post, request, text};
+use modern::{Cx, call, context_of, post, request, text};
 use replicas::{Replica, airlock, setup};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::Duration;
+
+/// A raw client of `airlock mcp` over stdio: one JSON-RPC message a line.
+struct Lines {
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Lines {
+    fn send(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+    }
+
+    /// The next message from the server.
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "the server ended"
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// The reply to request `id` (messages before it are skipped).
+    fn reply_to(&mut self, id: u64) -> Value {
+        loop {
+            let reply = self.next();
+            if reply["id"] == id {
+                return reply;
+            }
+        }
+    }
+
+    fn ask(&mut self, message: Value) -> Value {
+        self.send(&message);
+        self.reply_to(message["id"].as_u64().unwrap())
+    }
+}
 
 #[test]
 fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
@@ -38,41 +75,43 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut ask = |message: Value| -> Value {
-        writeln!(stdin, "{message}").unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(stdout.read_line(&mut line).unwrap() > 0, "the server ended");
-            let reply: Value = serde_json::from_str(&line).unwrap();
-            if reply["id"] == message["id"] {
-                return reply;
-            }
-        }
+    let mut client = Lines {
+        stdin: child.stdin.take().unwrap(),
+        stdout: BufReader::new(child.stdout.take().unwrap()),
     };
-    let discovered = ask(request(1, "server/discover", json!({}), None));
+    let discovered = client.ask(request(1, "server/discover", json!({}), Cx::Default));
     let versions = discovered["result"]["supportedVersions"].to_string();
     assert!(versions.contains(modern::VERSION), "{discovered}");
     assert!(versions.contains("2025-11-25"), "{discovered}");
 
-    let listed = ask(request(2, "tools/list", json!({}), None));
+    let listed = client.ask(request(2, "tools/list", json!({}), Cx::Default));
     let names = listed["result"]["tools"].to_string();
     for tool in ["read", "edit", "cd"] {
         assert!(names.contains(&format!("\"{tool}\"")), "{listed}");
     }
 
+    // A call that names no context runs in the default context, shared by
+    // every such call: a client that knows nothing of context ids (Claude
+    // Code, the SDKs) reads and then edits.
+    let c = ws.join("c.txt").display().to_string();
+    let read = client.ask(call(3, "read", json!({"file_path": c}), Cx::Default));
+    assert!(text(&read).contains("gamma"), "{read}");
+    assert_eq!(context_of(&read), None, "the default context has no id");
+    let edit = json!({"file_path": c, "old_string": "gamma", "new_string": "GAMMA"});
+    let edited = client.ask(call(4, "edit", edit, Cx::Default));
+    assert_eq!(edited["result"]["isError"], false, "{edited}");
+
+    // A new context is the client's own: its id comes with the result.
     let a = ws.join("a.txt").display().to_string();
-    let read = ask(call(3, "read", json!({"file_path": a}), None));
+    let read = client.ask(call(5, "read", json!({"file_path": a}), Cx::New));
     assert!(text(&read).contains("alpha"), "{read}");
     let context = context_of(&read).expect("a read hands out a context id");
-
-    // Without the context, the edit is refused: nothing was read in it.
+    // In the default context, the edit is refused: nothing was read there.
     let edit = json!({"file_path": a, "old_string": "alpha", "new_string": "ALPHA"});
-    let refused = ask(call(4, "edit", edit.clone(), None));
+    let refused = client.ask(call(6, "edit", edit.clone(), Cx::Default));
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert!(text(&refused).contains("has not been read"), "{refused}");
-    let edited = ask(call(5, "edit", edit, Some(&context)));
+    let edited = client.ask(call(7, "edit", edit, Cx::Id(&context)));
     assert_eq!(edited["result"]["isError"], false, "{edited}");
     assert_eq!(context_of(&edited).as_deref(), Some(context.as_str()));
     assert_eq!(
@@ -80,11 +119,34 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
         "ALPHA\n"
     );
 
-    let unknown = ask(call(
-        6,
+    // Calls of one context keep their order: an edit sent right behind the
+    // read of its file, before the read's result, waits for it. (The file
+    // is large enough for the read to take a while: without the order, the
+    // edit ran first and was refused every time.)
+    let long = format!("beta\n{}", format!("{}\n", "x".repeat(100)).repeat(40_000));
+    std::fs::write(ws.join("long.txt"), &long).unwrap();
+    let path = ws.join("long.txt").display().to_string();
+    let edit = json!({"file_path": path, "old_string": "beta", "new_string": "BETA"});
+    client.send(&call(
+        8,
+        "read",
+        json!({"file_path": path}),
+        Cx::Id(&context),
+    ));
+    client.send(&call(9, "edit", edit, Cx::Id(&context)));
+    let edited = client.reply_to(9);
+    assert_eq!(edited["result"]["isError"], false, "{edited}");
+    assert!(
+        std::fs::read_to_string(ws.join("long.txt"))
+            .unwrap()
+            .starts_with("BETA\n")
+    );
+
+    let unknown = client.ask(call(
+        10,
         "read",
         json!({"file_path": a}),
-        Some("ctx_0123456789abcdef0123456789abcdef"),
+        Cx::Id("ctx_0123456789abcdef0123456789abcdef"),
     ));
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     assert!(
@@ -96,20 +158,13 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
     );
 
     // A listen stream is acknowledged with the notifications accepted.
-    writeln!(
-        stdin,
-        "{}",
-        request(
-            7,
-            "subscriptions/listen",
-            json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}}),
-            None
-        )
-    )
-    .unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let ack: Value = serde_json::from_str(&line).unwrap();
+    client.send(&request(
+        11,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}}),
+        Cx::Default,
+    ));
+    let ack = client.next();
     assert_eq!(
         ack["method"], "notifications/subscriptions/acknowledged",
         "{ack}"
@@ -128,14 +183,12 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
         dir.path().join("tools/cd2.wasm"),
     )
     .unwrap();
-    line.clear();
-    stdout.read_line(&mut line).unwrap();
-    let changed: Value = serde_json::from_str(&line).unwrap();
+    let changed = client.next();
     assert_eq!(
         changed["method"], "notifications/tools/list_changed",
         "{changed}"
     );
-    drop(stdin);
+    drop(client);
     child.kill().unwrap();
     child.wait().unwrap();
 }
@@ -160,7 +213,7 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
         (reply, upstream)
     };
 
-    let (listed, _) = send(&|id| request(id, "tools/list", json!({}), None));
+    let (listed, _) = send(&|id| request(id, "tools/list", json!({}), Cx::Default));
     assert_eq!(listed.status, 200);
     assert!(
         listed.message["result"]["tools"]
@@ -169,11 +222,11 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
     );
 
     let a = ws.join("a.txt").display().to_string();
-    let (read, on_read) = send(&|id| call(id, "read", json!({"file_path": a}), None));
+    let (read, on_read) = send(&|id| call(id, "read", json!({"file_path": a}), Cx::New));
     assert!(text(&read.message).contains("alpha"), "{}", read.message);
     let cx = context_of(&read.message).expect("a context id");
     let edit = json!({"file_path": a, "old_string": "alpha", "new_string": "ALPHA"});
-    let (edited, on_edit) = send(&|id| call(id, "edit", edit.clone(), Some(&cx)));
+    let (edited, on_edit) = send(&|id| call(id, "edit", edit.clone(), Cx::Id(&cx)));
     assert_eq!(
         edited.message["result"]["isError"], false,
         "{}",
@@ -188,14 +241,14 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
         "ALPHA\n"
     );
 
-    let (moved, on_cd) = send(&|id| call(id, "cd", json!({"path": "sub"}), Some(&cx)));
+    let (moved, on_cd) = send(&|id| call(id, "cd", json!({"path": "sub"}), Cx::Id(&cx)));
     assert_eq!(
         moved.message["result"]["isError"], false,
         "{}",
         moved.message
     );
     let (relative, on_relative) =
-        send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Some(&cx)));
+        send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Cx::Id(&cx)));
     assert!(
         text(&relative.message).contains("beta"),
         "{}",
@@ -213,7 +266,7 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
     replicas.iter_mut().find(|r| r.port == port).unwrap().kill();
     let edit_b = json!({"file_path": "b.txt", "old_string": "beta", "new_string": "BETA"});
     for _ in 0..3 {
-        let (again, on) = send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Some(&cx)));
+        let (again, on) = send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Cx::Id(&cx)));
         assert_eq!(again.status, 200, "{}", again.message);
         assert!(text(&again.message).contains("beta"), "{}", again.message);
         assert!(
@@ -221,7 +274,7 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
             "served by the dead replica"
         );
     }
-    let (edited_b, _) = send(&|id| call(id, "edit", edit_b.clone(), Some(&cx)));
+    let (edited_b, _) = send(&|id| call(id, "edit", edit_b.clone(), Cx::Id(&cx)));
     assert_eq!(
         edited_b.message["result"]["isError"], false,
         "{}",
@@ -236,16 +289,35 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
     // not edited.
     let c = ws.join("c.txt").display().to_string();
     let edit_c = json!({"file_path": c, "old_string": "gamma", "new_string": "G"});
-    let (refused, _) = send(&|id| call(id, "edit", edit_c.clone(), Some(&cx)));
+    let (refused, _) = send(&|id| call(id, "edit", edit_c.clone(), Cx::Id(&cx)));
     assert!(
         text(&refused.message).contains("has not been read"),
         "{}",
         refused.message
     );
 
+    // A client that names no context (Claude Code, the SDKs) shares the
+    // default context, kept in the store too: its read on one replica lets
+    // its edit through on another.
+    let (read_c, on_read_c) = send(&|id| call(id, "read", json!({"file_path": c}), Cx::Default));
+    assert!(
+        text(&read_c.message).contains("gamma"),
+        "{}",
+        read_c.message
+    );
+    assert_eq!(context_of(&read_c.message), None);
+    let (edited_c, on_edit_c) = send(&|id| call(id, "edit", edit_c.clone(), Cx::Default));
+    assert_eq!(
+        edited_c.message["result"]["isError"], false,
+        "{}",
+        edited_c.message
+    );
+    assert_ne!(on_read_c, on_edit_c);
+    assert_eq!(std::fs::read_to_string(ws.join("c.txt")).unwrap(), "G\n");
+
     // With the store down, a call in the context fails, saying why.
     redis.stop();
-    let (down, _) = send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Some(&cx)));
+    let (down, _) = send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Cx::Id(&cx)));
     let message = down.message["error"]["message"]
         .as_str()
         .unwrap_or_default();

@@ -489,6 +489,10 @@ pub struct Invocation {
     pub progress: ProgressSink,
     /// The agent's read-file-state cache (read-only to tools).
     pub read_files: ReadFiles,
+    /// Whose turn the call waits in for an instance slot: calls of one
+    /// agent context share it (by default, the address of its read-file
+    /// cache), so each context gets a fair share of the pool.
+    pub tenant: usize,
     scratch: Option<Box<dyn Any + Send>>,
 }
 
@@ -506,6 +510,7 @@ impl Invocation {
             grants,
             cancel: CancellationToken::new(),
             progress: ProgressSink::none(),
+            tenant: Arc::as_ptr(&read_files) as usize,
             read_files,
             scratch: None,
         }

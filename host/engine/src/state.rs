@@ -55,10 +55,8 @@ impl CallIo {
         progress: ProgressSink,
         cancel: CancellationToken,
         read_files: Option<ReadFiles>,
+        tenant: usize,
     ) -> Self {
-        // Calls of one agent context share its read-file cache, so the
-        // cache's address names the context; hooks (no cache) share one.
-        let tenant = read_files.as_ref().map_or(0, |r| Arc::as_ptr(r) as usize);
         CallIo {
             tenant,
             tool,

@@ -74,6 +74,8 @@ impl WasmHook {
             ProgressSink::none(),
             CancellationToken::new(),
             None,
+            // Hooks share one turn.
+            0,
         );
         let grants = CallGrants::nothing(timeout, self.engine.limits().memory_mib << 20);
         let spec = StoreSpec {

@@ -379,6 +379,7 @@ impl WasmTool {
             inv.progress.clone(),
             inv.cancel.clone(),
             Some(inv.read_files.clone()),
+            inv.tenant,
         )
     }
 
@@ -676,6 +677,7 @@ async fn describe(
             ProgressSink::none(),
             CancellationToken::new(),
             None,
+            0,
         ),
         grants: &grants,
         cwd: None,

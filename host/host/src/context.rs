@@ -74,6 +74,9 @@ pub struct ToolContext {
     session_id: String,
     agent_id: Option<String>,
     read_files: ReadFiles,
+    /// Whose turn this context's calls wait in for an instance slot, when
+    /// it is not the read-file cache's address (see [`Self::set_tenant`]).
+    tenant: Option<usize>,
     rules: Arc<RwLock<PermissionRules>>,
     denials: Arc<Mutex<Vec<Denial>>>,
     abort: CancellationToken,
@@ -122,6 +125,7 @@ impl ToolContext {
             session_id: new_session_id(),
             agent_id: None,
             read_files: new_read_files(),
+            tenant: None,
             rules: Arc::new(RwLock::new(rules)),
             denials: Arc::default(),
             abort: CancellationToken::new(),
@@ -176,6 +180,24 @@ impl ToolContext {
     /// The session's id (sent to hooks).
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// Whose turn this context's calls wait in for an instance slot: each
+    /// context gets a fair share of the pool. A context kept between
+    /// requests is rebuilt for each call, so it names itself by `key` (its
+    /// id in a store); otherwise calls sharing this context's read-file
+    /// cache share one turn.
+    pub fn set_tenant(&mut self, key: &str) {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        self.tenant = Some(hasher.finish() as usize);
+    }
+
+    /// The turn this context's calls wait in (see [`Self::set_tenant`]).
+    pub fn tenant(&self) -> usize {
+        self.tenant
+            .unwrap_or(Arc::as_ptr(&self.read_files) as usize)
     }
 
     /// The permission rules in force (the configuration's, plus "always

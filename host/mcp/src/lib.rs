@@ -14,7 +14,6 @@ use airlock_host::Airlock;
 use airlock_host::ContentBlock;
 use airlock_host::Descriptor;
 use airlock_host::LoadError;
-use airlock_host::ToolContext;
 use airlock_host::contexts::Contexts;
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::tool::ProgressEvent;
@@ -113,6 +112,8 @@ pub struct McpHost {
     tools: watch::Receiver<Airlock>,
     /// The agent contexts of 2026-07-28 clients, by context id.
     contexts: Contexts,
+    /// The order of 2026-07-28 calls in each context on this replica.
+    lanes: Arc<stateless::Lanes>,
     /// Whether every tool listed before it was compiled is compiled (what
     /// `/ready` answers over HTTP).
     compiled: Arc<AtomicBool>,
@@ -170,6 +171,7 @@ impl McpHost {
         McpHost {
             tools: rx,
             contexts,
+            lanes: Arc::default(),
             compiled,
         }
     }
@@ -777,7 +779,9 @@ struct Session {
     host: McpHost,
     prompter: Arc<McpPrompter>,
     tools: RwLock<Arc<Registry>>,
-    executor: ExecutorHandle,
+    /// The session's executor, started by its first call (a 2026-07-28
+    /// request is served by a server of its own and never needs one).
+    executor: OnceLock<ExecutorHandle>,
     /// The start of this session's tool-use ids, unique to it (a spilled
     /// result is saved under its call's id, and a workspace outlives
     /// sessions and servers).
@@ -819,19 +823,13 @@ impl McpServer {
             peer: OnceLock::new(),
             fallback: base.clone(),
         });
-        let airlock = base.with_prompter(prompter.clone());
-        let cx: ToolContext = airlock.context();
-        let tools = cx.tools().clone();
-        // Each call is submitted, and reads its own progress, log lines and
-        // result: the executor's own events (queued, started, finished)
-        // are not read.
-        let handle = Executor::session(airlock, cx).handle();
+        let tools = base.context().tools().clone();
         McpServer {
             session: Arc::new(Session {
                 host,
                 prompter,
                 tools: RwLock::new(tools),
-                executor: handle,
+                executor: OnceLock::new(),
                 id_prefix: unique_prefix(),
                 next_id: AtomicU64::new(1),
                 found: Mutex::default(),
@@ -983,7 +981,26 @@ impl Session {
     fn refresh(&self, airlock: Airlock) {
         let airlock = airlock.with_prompter(self.prompter.clone());
         *self.tools.write().unwrap_or_else(|e| e.into_inner()) = airlock.context().tools().clone();
-        self.executor.refresh(airlock);
+        if let Some(executor) = self.executor.get() {
+            executor.refresh(airlock);
+        }
+    }
+
+    /// The session's executor (started on first use, over the host's
+    /// current tools): each call is submitted, and reads its own progress,
+    /// log lines and result; the executor's own events (queued, started,
+    /// finished) are not read.
+    fn executor(&self) -> &ExecutorHandle {
+        self.executor.get_or_init(|| {
+            let airlock = self
+                .host
+                .tools
+                .borrow()
+                .clone()
+                .with_prompter(self.prompter.clone());
+            let cx = airlock.context();
+            Executor::session(airlock, cx).handle()
+        })
     }
 
     /// Records the deferred tools a `tool_search` result found; whether
@@ -1019,7 +1036,9 @@ fn listed<'r>(tools: &'r Registry, found: &HashSet<String>) -> Vec<&'r Arc<Entry
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.executor.close();
+        if let Some(executor) = self.executor.get() {
+            executor.close();
+        }
     }
 }
 
@@ -1435,7 +1454,7 @@ impl ServerHandler for McpServer {
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let mut events =
             session
-                .executor
+                .executor()
                 .submit(ToolUse::new(id.clone(), request.name.as_ref(), input));
         if let Some(received) = received {
             received.turn.take();
@@ -1467,11 +1486,11 @@ impl ServerHandler for McpServer {
                     }
                 },
                 () = context.ct.cancelled() => {
-                    session.executor.cancel(id);
+                    session.executor().cancel(id);
                     return Err(cancelled_by_client());
                 }
                 () = closed.cancelled() => {
-                    session.executor.cancel(id);
+                    session.executor().cancel(id);
                     return Err(connection_closed());
                 }
             }

@@ -1,15 +1,22 @@
 //! MCP 2026-07-28 requests: no `initialize` and no session. Each request
 //! says its version and capabilities in `_meta`, and any replica may
-//! answer it, so the agent context a call runs in is named by the client:
-//! `_meta["airlock/context"]` holds the context id a result handed out, and
-//! the context itself is in the host's [`Contexts`] store (in process, or
-//! Redis shared by replicas). A call without one runs in a fresh context,
-//! and if it changes that context (a `read` records a stamp, a `cd` a cwd)
-//! the result's `_meta["airlock/context"]` hands out the new id; the client
-//! sends it with its later calls. Permission questions are answered by the
-//! host's own prompter (2026-07-28 has no server-to-client requests); log
-//! lines go out only when the request set `logLevel`; tool-list changes go
-//! to `subscriptions/listen` streams.
+//! answer it, so the agent context a call runs in is kept in the host's
+//! [`Contexts`] store (in process, or Redis shared by replicas) and named by
+//! the request's `_meta["airlock/context"]`:
+//! - absent: the default context, which every call that names none shares
+//!   (a client that knows nothing of Airlock, Claude Code for one, still
+//!   has its `read` stamps seen by its `edit`, on any replica);
+//! - a context id a result handed out: that context;
+//! - `"new"`: a new context, private to the client: if the call changes it
+//!   (a `read` records a stamp, a `cd` a cwd), the result's
+//!   `_meta["airlock/context"]` hands out its id, which later calls send.
+//!
+//! On one replica, the calls of one context go through its [`Lanes`] lane in
+//! the order they arrived: a call of a tool not declared concurrency-safe
+//! runs alone in its context, as in a session. Permission questions are
+//! answered by the host's own prompter (2026-07-28 has no server-to-client
+//! requests); log lines go out only when the request set `logLevel`;
+//! tool-list changes go to `subscriptions/listen` streams.
 
 use super::{
     McpServer, Progress, Received, cancelled_by_client, connection_closed, logging, mcp_result,
@@ -17,16 +24,75 @@ use super::{
 };
 use airlock_host::contexts::{ContextError, Contexts};
 use airlock_host::tool::ProgressSink;
-use airlock_host::{CallControl, ToolUse};
+use airlock_host::{CallControl, SafetyFlags, ToolUse};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion, RequestMetaObject};
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio_util::sync::CancellationToken;
 
 /// The `_meta` key of the context id, in requests and in results.
 pub const CONTEXT_META: &str = "airlock/context";
 
 /// Progress updates and log lines a call may have pending.
 const PENDING: usize = 64;
+
+/// What `_meta["airlock/context"]` says to start a new context.
+pub const NEW: &str = "new";
+
+/// The lane of the default context.
+const DEFAULT_LANE: &str = "default";
+
+/// Which context a request names.
+enum Named<'a> {
+    Default,
+    Fresh,
+    Id(&'a str),
+}
+
+/// The lanes of the contexts calls are running in on this replica: calls
+/// of one context enter its lane in the order they arrive; one that may
+/// change the context (its tool is not declared concurrency-safe) runs
+/// alone in it, the others side by side, so a call loads its context only
+/// once the calls before it saved theirs. Replicas do not share lanes.
+#[derive(Default)]
+pub(crate) struct Lanes(Mutex<HashMap<String, Weak<RwLock<()>>>>);
+
+/// A call's place in its lane, held until its context is saved.
+enum InLane {
+    Shared { _guard: OwnedRwLockReadGuard<()> },
+    Alone { _guard: OwnedRwLockWriteGuard<()> },
+}
+
+impl Lanes {
+    /// Enters the lane of context `key`: alone or beside others.
+    async fn enter(&self, key: &str, alone: bool) -> InLane {
+        let lane = {
+            let mut lanes = super::lock(&self.0);
+            match lanes.get(key).and_then(Weak::upgrade) {
+                Some(lane) => lane,
+                None => {
+                    // Lanes no call holds any more go when a new one comes.
+                    lanes.retain(|_, lane| lane.strong_count() > 0);
+                    let lane = Arc::new(RwLock::new(()));
+                    lanes.insert(key.to_string(), Arc::downgrade(&lane));
+                    lane
+                }
+            }
+        };
+        if alone {
+            InLane::Alone {
+                _guard: lane.write_owned().await,
+            }
+        } else {
+            InLane::Shared {
+                _guard: lane.read_owned().await,
+            }
+        }
+    }
+}
 
 /// Whether a request says, in its own `_meta`, that it is 2026-07-28 or
 /// later (no session: its context comes from the store).
@@ -39,9 +105,13 @@ pub(crate) fn is_stateless(meta: &RequestMetaObject) -> bool {
 /// the client's to fix (invalid params), a store that failed is ours.
 fn context_error(e: &ContextError) -> ErrorData {
     match e {
-        ContextError::Unknown { id, .. } => {
-            ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({ "context": id })))
-        }
+        ContextError::Unknown { id, .. } => ErrorData::invalid_params(
+            format!(
+                "{e} (send _meta[\"{CONTEXT_META}\"] = \"{NEW}\"), or leave the id out to use \
+                 the default context"
+            ),
+            Some(serde_json::json!({ "context": id })),
+        ),
         ContextError::Store { .. } => ErrorData::internal_error(e.to_string(), None),
     }
 }
@@ -57,14 +127,16 @@ impl McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let session = &self.session;
         let contexts: &Contexts = &session.host.contexts;
-        let id = match context.meta.0.get(CONTEXT_META) {
-            None => None,
-            Some(serde_json::Value::String(id)) => Some(id.as_str()),
+        let named = match context.meta.0.get(CONTEXT_META) {
+            None => Named::Default,
+            Some(serde_json::Value::String(id)) if id == NEW => Named::Fresh,
+            Some(serde_json::Value::String(id)) => Named::Id(id.as_str()),
             Some(_) => {
                 return Err(ErrorData::invalid_params(
                     format!(
-                        "_meta[\"{CONTEXT_META}\"] must be a string: the context id an earlier \
-                         result handed out"
+                        "_meta[\"{CONTEXT_META}\"] must be a context id an earlier result \
+                         handed out, or \"{NEW}\" for a new context (without it, the call runs in \
+                         the default context)"
                     ),
                     None,
                 ));
@@ -73,11 +145,35 @@ impl McpServer {
         // The host's own prompter answers permission questions.
         let airlock = session.host.tools.borrow().clone();
         let mut cx = airlock.context();
-        let loaded = contexts
-            .load(id, &mut cx)
-            .await
-            .map_err(|e| context_error(&e))?;
+        let alone = cx.tools().get(&request.name).is_none_or(|entry| {
+            !entry
+                .descriptor()
+                .flags
+                .contains(SafetyFlags::CONCURRENCY_SAFE)
+        });
         let closed = wait_turn(received.as_ref(), &context.ct).await?;
+        // The lane is entered before the next request on the connection
+        // may go: calls of one context keep their order.
+        let lane = match named {
+            Named::Fresh => None,
+            Named::Default => Some(DEFAULT_LANE),
+            Named::Id(id) => Some(id),
+        };
+        let _in_lane = match lane {
+            None => None,
+            Some(key) => {
+                Some(waiting(session.host.lanes.enter(key, alone), &context.ct, &closed).await?)
+            }
+        };
+        if let Some(received) = received {
+            received.turn.take();
+        }
+        let loaded = match named {
+            Named::Default => contexts.load_default(&mut cx).await,
+            Named::Fresh => contexts.load(None, &mut cx).await,
+            Named::Id(id) => contexts.load(Some(id), &mut cx).await,
+        }
+        .map_err(|e| context_error(&e))?;
         let use_id = session.next_use_id();
         let mut progress = context.meta.get_progress_token().map(|token| Progress {
             token,
@@ -87,16 +183,13 @@ impl McpServer {
         let log_level = context.meta.log_level().map(logging::rank);
         let (sink, mut progress_rx) = ProgressSink::channel(PENDING);
         let (sink, mut log_rx) = sink.with_logs(PENDING);
-        let cancel = tokio_util::sync::CancellationToken::new();
+        let cancel = CancellationToken::new();
         let control = CallControl {
             progress: sink,
             cancel: cancel.clone(),
         };
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let tool_use = ToolUse::new(use_id, request.name.as_ref(), input);
-        if let Some(received) = received {
-            received.turn.take();
-        }
         let mut abandoned = None;
         let result = {
             let call = airlock.call_with(&mut cx, tool_use, control);
@@ -176,5 +269,19 @@ impl McpServer {
                 () = subscription.cancelled() => return Ok(()),
             }
         }
+    }
+}
+
+/// Waits for `entered`, unless the client cancels the call or closes the
+/// connection first.
+async fn waiting<T>(
+    entered: impl std::future::Future<Output = T>,
+    cancelled: &CancellationToken,
+    closed: &CancellationToken,
+) -> Result<T, ErrorData> {
+    tokio::select! {
+        entered = entered => Ok(entered),
+        () = cancelled.cancelled() => Err(cancelled_by_client()),
+        () = closed.cancelled() => Err(connection_closed()),
     }
 }

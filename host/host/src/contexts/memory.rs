@@ -88,4 +88,28 @@ impl ContextStore for Memory {
         inner.wrote(now);
         Ok(true)
     }
+
+    async fn merge(
+        &self,
+        id: &str,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        // An expired context is dropped first: the merge starts it anew.
+        inner.live(id, now);
+        let (fields, until) = inner
+            .contexts
+            .entry(id.to_string())
+            .or_insert_with(|| (Fields::new(), now));
+        fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for key in remove {
+            fields.remove(key);
+        }
+        *until = now + ttl;
+        inner.wrote(now);
+        Ok(())
+    }
 }

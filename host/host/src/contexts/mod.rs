@@ -65,6 +65,17 @@ pub trait ContextStore: Send + Sync + 'static {
         remove: &[String],
         ttl: Duration,
     ) -> Result<bool, StoreError>;
+
+    /// Sets `set` and removes `remove` in context `id`, all at once,
+    /// creating it when the store holds none (a default context, which
+    /// always exists: a field it lacks has its fresh value).
+    async fn merge(
+        &self,
+        id: &str,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
 }
 
 /// A store that failed (down, unreachable, refused the command).
@@ -102,7 +113,7 @@ impl std::fmt::Display for ContextError {
             ContextError::Unknown { id, ttl } => write!(
                 f,
                 "there is no context {id:?}: it was never handed out, or it expired after {} s \
-                 unused. Send the call without a context id to start a new context",
+                 unused; start a new context",
                 ttl.as_secs()
             ),
             ContextError::Store { store, message } => write!(
@@ -133,11 +144,13 @@ impl std::fmt::Debug for Contexts {
     }
 }
 
-/// A context as a call loaded it: its id (none for a fresh one) and its
-/// fields then, which [`Contexts::save`] compares the changed context with.
+/// A context as a call loaded it: its id (none for a fresh one), whether it
+/// is the default context, and its fields then, which [`Contexts::save`]
+/// compares the changed context with.
 #[derive(Debug)]
 pub struct Loaded {
     id: Option<String>,
+    default: bool,
     before: Fields,
 }
 
@@ -150,6 +163,10 @@ impl Loaded {
 
 /// The prefix of every context id.
 const ID_PREFIX: &str = "ctx_";
+
+/// The store's name for the default context (not the shape of an id, so
+/// no client can name it).
+const DEFAULT_ID: &str = "default";
 
 impl Contexts {
     /// Contexts in `store`, each living `ttl` after its last use; `name`
@@ -188,6 +205,7 @@ impl Contexts {
         let Some(id) = id else {
             return Ok(Loaded {
                 id: None,
+                default: false,
                 before: cx.to_fields(),
             });
         };
@@ -205,17 +223,44 @@ impl Contexts {
             .map_err(|e| self.failed(e))?
             .ok_or_else(unknown)?;
         cx.restore_fields(&fields);
+        cx.set_tenant(id);
         // What was stored is what a save compares with: a field the
         // restore left out is removed by the next save that writes.
         Ok(Loaded {
             id: Some(id.to_string()),
+            default: false,
             before: fields,
+        })
+    }
+
+    /// Restores the default context into `cx` (a fresh context of the
+    /// host): the one calls share when they name no context. It always
+    /// exists: until a call changes it, it is a fresh context.
+    pub async fn load_default(&self, cx: &mut ToolContext) -> Result<Loaded, ContextError> {
+        let fields = self
+            .store
+            .load(DEFAULT_ID, self.ttl)
+            .await
+            .map_err(|e| self.failed(e))?;
+        let before = match fields {
+            Some(fields) => {
+                cx.restore_fields(&fields);
+                fields
+            }
+            None => cx.to_fields(),
+        };
+        cx.set_tenant(DEFAULT_ID);
+        Ok(Loaded {
+            id: None,
+            default: true,
+            before,
         })
     }
 
     /// Writes what the call changed in `cx` since it was loaded: creates a
     /// context (with a new id) for a fresh one the call changed. Returns
-    /// the context's id, if it has one.
+    /// the id to hand to the client: the context's, if it has one (the
+    /// default context has none).
     pub async fn save(
         &self,
         loaded: Loaded,
@@ -233,6 +278,15 @@ impl Contexts {
             .filter(|k| !after.contains_key(*k))
             .cloned()
             .collect();
+        if loaded.default {
+            if !set.is_empty() || !remove.is_empty() {
+                self.store
+                    .merge(DEFAULT_ID, &set, &remove, self.ttl)
+                    .await
+                    .map_err(|e| self.failed(e))?;
+            }
+            return Ok(None);
+        }
         match loaded.id {
             None if set.is_empty() && remove.is_empty() => Ok(None),
             None => {

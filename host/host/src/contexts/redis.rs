@@ -47,6 +47,16 @@ const UPDATE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
     redis.call('PEXPIRE', KEYS[1], ARGV[1]) \
     return 1";
 
+/// Like [`UPDATE`], but creates the context (`ARGV[2]`: its `created`
+/// time, then as `UPDATE` from its `ARGV[2]` on) when it does not exist.
+const MERGE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then \
+    redis.call('HSET', KEYS[1], 'created', ARGV[2]) end \
+    local n = tonumber(ARGV[3]) \
+    for i = 4, 3 + 2 * n, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end \
+    for i = 4 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end \
+    redis.call('PEXPIRE', KEYS[1], ARGV[1]) \
+    return 1";
+
 /// The field every stored context holds besides its own.
 const CREATED: &str = "created";
 
@@ -119,6 +129,23 @@ fn ms(ttl: Duration) -> Vec<u8> {
     ttl.as_millis().max(1).to_string().into_bytes()
 }
 
+/// Now, in seconds since the epoch (a context's `created` field).
+fn now() -> String {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        .to_string()
+}
+
+/// `set`'s pairs, then `remove`.
+fn changes<'a>(args: &mut Vec<&'a [u8]>, set: &'a Fields, remove: &'a [String]) {
+    for (k, v) in set {
+        args.push(k.as_bytes());
+        args.push(v.as_bytes());
+    }
+    args.extend(remove.iter().map(|k| k.as_bytes()));
+}
+
 #[async_trait]
 impl ContextStore for Redis {
     async fn load(&self, id: &str, ttl: Duration) -> Result<Option<Fields>, StoreError> {
@@ -151,15 +178,9 @@ impl ContextStore for Redis {
 
     async fn create(&self, id: &str, fields: &Fields, ttl: Duration) -> Result<(), StoreError> {
         let ttl = ms(ttl);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-            .to_string();
+        let now = now();
         let mut args: Vec<&[u8]> = vec![&ttl, now.as_bytes()];
-        for (k, v) in fields {
-            args.push(k.as_bytes());
-            args.push(v.as_bytes());
-        }
+        changes(&mut args, fields, &[]);
         self.script(CREATE, id, &args).await.map(drop)
     }
 
@@ -173,14 +194,28 @@ impl ContextStore for Redis {
         let ttl = ms(ttl);
         let pairs = set.len().to_string();
         let mut args: Vec<&[u8]> = vec![&ttl, pairs.as_bytes()];
-        for (k, v) in set {
-            args.push(k.as_bytes());
-            args.push(v.as_bytes());
-        }
-        args.extend(remove.iter().map(|k| k.as_bytes()));
+        changes(&mut args, set, remove);
         match self.script(UPDATE, id, &args).await? {
             Reply::Int(n) => Ok(n == 1),
             other => Err(StoreError(format!("the update answered {other:?}"))),
+        }
+    }
+
+    async fn merge(
+        &self,
+        id: &str,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let ttl = ms(ttl);
+        let now = now();
+        let pairs = set.len().to_string();
+        let mut args: Vec<&[u8]> = vec![&ttl, now.as_bytes(), pairs.as_bytes()];
+        changes(&mut args, set, remove);
+        match self.script(MERGE, id, &args).await? {
+            Reply::Int(1) => Ok(()),
+            other => Err(StoreError(format!("the merge answered {other:?}"))),
         }
     }
 }

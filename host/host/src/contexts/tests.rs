@@ -88,6 +88,48 @@ async fn a_context_is_created_when_a_call_changes_it_and_restored_from_its_id() 
 }
 
 #[tokio::test]
+async fn the_default_context_is_shared_by_calls_that_name_none_and_kept_apart() {
+    let (_tmp, grants) = setup();
+    let contexts = memory();
+    let mut first = fresh(&grants);
+    let root = first.cwd().to_string();
+    let loaded = contexts.load_default(&mut first).await.unwrap();
+    change(
+        &grants,
+        &mut first,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    assert_eq!(contexts.save(loaded, &first).await.unwrap(), None, "no id");
+
+    // A later call in the default context sees the cwd, and waits for an
+    // instance slot in the same turn; a new context sees neither.
+    let mut second = fresh(&grants);
+    contexts.load_default(&mut second).await.unwrap();
+    assert_eq!(second.cwd(), format!("{root}/sub"));
+    assert_eq!(second.tenant(), first.tenant());
+    let mut other = fresh(&grants);
+    let loaded = contexts.load(None, &mut other).await.unwrap();
+    assert_eq!(other.cwd(), root);
+    assert_ne!(other.tenant(), first.tenant());
+    change(
+        &grants,
+        &mut other,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    let id = contexts
+        .save(loaded, &other)
+        .await
+        .unwrap()
+        .expect("created");
+    let mut again = fresh(&grants);
+    contexts.load(Some(&id), &mut again).await.unwrap();
+    let mut and_again = fresh(&grants);
+    contexts.load(Some(&id), &mut and_again).await.unwrap();
+    assert_eq!(again.tenant(), and_again.tenant());
+    assert_ne!(again.tenant(), first.tenant());
+}
+
+#[tokio::test]
 async fn writes_from_two_calls_at_once_are_both_kept() {
     let (_tmp, grants) = setup();
     let contexts = memory();
@@ -141,7 +183,7 @@ async fn an_unknown_or_expired_id_is_an_error_and_never_an_empty_context() {
     for id in ["ctx_00000000000000000000000000000000", "../../etc", ""] {
         let err = contexts.load(Some(id), &mut cx).await.unwrap_err();
         assert!(matches!(err, ContextError::Unknown { .. }), "{err}");
-        assert!(err.to_string().contains("without a context id"), "{err}");
+        assert!(err.to_string().contains("start a new context"), "{err}");
     }
     let loaded = contexts.load(None, &mut cx).await.unwrap();
     change(

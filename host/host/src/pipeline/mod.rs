@@ -189,6 +189,7 @@ async fn prepare_with(
         CallGrants::nothing(entry.grants.timeout, entry.grants.memory_bytes),
         cx.read_files().clone(),
     );
+    inv.tenant = cx.tenant();
     inv.cancel = cancel;
     match entry
         .tool
