@@ -66,7 +66,10 @@ fuzz seconds="600":
     cargo build -p airlock-bundled --features bundled-tools   # builds the first-party guests into {{guest_target}}
     corpus=tests/fuzz/corpus
     mkdir -p $corpus/component_load $corpus/input_path
-    cp {{guest_target}}/wasm32-wasip2/guest/*.wasm $corpus/component_load/
+    # Seeds up to 2 MiB: one run of a 9 MB component (bash) takes seconds
+    # in the sanitized build, so those alone would take a short run's time.
+    find {{guest_target}}/wasm32-wasip2/guest -maxdepth 1 -name '*.wasm' -size -2097152c \
+        -exec cp {} $corpus/component_load/ \;
     printf '\000{"file_path": "README.md", "offset": 2}' > $corpus/input_path/read
     printf '\001{"pattern": "fn (\\\\w+)", "output_mode": "content", "-C": 1}' > $corpus/input_path/grep
     printf '\002{"pattern": "**/*.rs"}' > $corpus/input_path/glob
