@@ -134,12 +134,44 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
         Cx::Id(&context),
     ));
     client.send(&call(9, "edit", edit, Cx::Id(&context)));
-    let edited = client.reply_to(9);
+    let (first, second) = (client.next(), client.next());
+    let (read, edited) = if first["id"] == 8 {
+        (first, second)
+    } else {
+        (second, first)
+    };
     assert_eq!(edited["result"]["isError"], false, "{edited}");
     assert!(
         std::fs::read_to_string(ws.join("long.txt"))
             .unwrap()
             .starts_with("BETA\n")
+    );
+
+    // The read was too long for one result: it was saved, and linked, and
+    // a 2026 client (no session that was given the link) reads it.
+    let link = read["result"]["content"]
+        .as_array()
+        .and_then(|blocks| blocks.iter().find(|b| b["type"] == "resource_link"))
+        .unwrap_or_else(|| panic!("a link to the saved result: {read}"));
+    let saved = client.ask(request(
+        12,
+        "resources/read",
+        json!({"uri": link["uri"]}),
+        Cx::Default,
+    ));
+    let contents = saved["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(contents.contains(&"x".repeat(100)), "{saved}");
+    let elsewhere = client.ask(request(
+        13,
+        "resources/read",
+        json!({"uri": format!("file://{}", ws.join("a.txt").display())}),
+        Cx::Default,
+    ));
+    assert!(
+        elsewhere.get("error").is_some(),
+        "only saved results are read: {elsewhere}"
     );
 
     let unknown = client.ask(call(
@@ -177,17 +209,25 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
         ack["params"]["notifications"]["promptsListChanged"] != true,
         "{ack}"
     );
-    // A tool added to the tool directory is announced on it.
-    std::fs::copy(
-        dir.path().join("tools/cd.wasm"),
-        dir.path().join("tools/cd2.wasm"),
-    )
-    .unwrap();
+    // A tool added to the tool directory is announced on it, and listed
+    // and called from then on.
+    let (_, ls) = airlock_host::bundled::BUNDLED
+        .iter()
+        .find(|(package, _)| *package == "airlock-tool-ls")
+        .unwrap();
+    std::fs::write(dir.path().join("tools/ls.wasm"), ls).unwrap();
     let changed = client.next();
     assert_eq!(
         changed["method"], "notifications/tools/list_changed",
         "{changed}"
     );
+    let listed = client.ask(request(14, "tools/list", json!({}), Cx::Default));
+    assert!(
+        listed["result"]["tools"].to_string().contains("\"ls\""),
+        "{listed}"
+    );
+    let ls = client.ask(call(15, "ls", json!({"path": "sub"}), Cx::Default));
+    assert!(text(&ls).contains("b.txt"), "{ls}");
     drop(client);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -390,4 +430,23 @@ async fn redis_keeps_every_field_written_at_once_and_forgets_an_unused_context()
     let set: Fields = [("cwd".to_string(), "/x".to_string())].into();
     assert!(!store.update(id, &set, &[], ttl).await.unwrap());
     assert_eq!(store.load(id, ttl).await.unwrap(), None);
+
+    // A merge (the default context's save) creates, sets and removes, and
+    // after the context expired it starts anew.
+    let default = "default";
+    store.merge(default, &set, &[], ttl).await.unwrap();
+    assert_eq!(store.load(default, ttl).await.unwrap(), Some(set.clone()));
+    let env: Fields = [("env:A".to_string(), "1".to_string())].into();
+    store
+        .merge(default, &env, &["cwd".to_string()], ttl)
+        .await
+        .unwrap();
+    assert_eq!(store.load(default, ttl).await.unwrap(), Some(env.clone()));
+    store
+        .merge(default, &Fields::new(), &[], Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    store.merge(default, &set, &[], ttl).await.unwrap();
+    assert_eq!(store.load(default, ttl).await.unwrap(), Some(set));
 }

@@ -261,8 +261,9 @@ impl Airlock {
         )
     }
 
-    /// The registry without the tools a bare deny rule hides.
-    fn visible_tools(&self) -> Arc<Registry> {
+    /// The tools a fresh context sees: the registry without the tools a
+    /// bare deny rule hides.
+    pub fn visible_tools(&self) -> Arc<Registry> {
         Arc::new(self.registry.view(|d| !self.rules.hides(d)))
     }
 

@@ -150,6 +150,8 @@ impl ToolContext {
             tools: Arc::new(self.tools.view(keep)),
             agent_id: Some(agent_id.into()),
             read_files: Arc::new(Mutex::new(files)),
+            // Its own turn for instance slots, as its own file reads give it.
+            tenant: None,
             rules: Arc::new(RwLock::new(rules)),
             denials: Arc::default(),
             abort: self.abort.child_token(),

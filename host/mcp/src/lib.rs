@@ -28,8 +28,8 @@ use rmcp::model::{
     ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage,
     JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
+    ReadResourceResponse, ReadResourceResult, RequestMetaObject, Resource, ResourceContents,
+    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, SubscriptionContext,
@@ -282,7 +282,7 @@ pub struct HttpOptions {
     pub session_idle: Option<Duration>,
     /// Sessions open at once; a client that would open one more gets a
     /// 503 with a JSON-RPC error saying so (each session holds an agent
-    /// context and an executor).
+    /// context, and an executor once it makes a call).
     pub max_sessions: usize,
     /// Host names clients may reach the server by (the `Host` header),
     /// beside the loopback names: a load balancer's or a Service's. Any
@@ -849,6 +849,17 @@ impl McpServer {
             .clone()
     }
 
+    /// The tools a request sees: its session's, or for a 2026-07-28 request
+    /// (no session, so nothing refreshes the session's list) the host's
+    /// tools as they are now.
+    fn tools_for(&self, meta: &RequestMetaObject) -> Arc<Registry> {
+        if stateless::is_stateless(meta) {
+            self.session.host.tools.borrow().visible_tools()
+        } else {
+            self.tools()
+        }
+    }
+
     /// When the component of `tool` changed under the server and its new
     /// code is not approved (the code approved before still runs), asks the
     /// client once per change whether to approve it, showing what changed;
@@ -1296,9 +1307,9 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.tools();
+        let tools = self.tools_for(&context.meta);
         let entries = listed(&tools, &lock(&self.session.found));
         let cursor = request.and_then(|r| r.cursor);
         let (start, end, next) = page(entries.len(), cursor.as_deref())?;
@@ -1421,7 +1432,7 @@ impl ServerHandler for McpServer {
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(lists_output_schema) = self
-            .tools()
+            .tools_for(&context.meta)
             .get(&request.name)
             .map(|e| airlock_host::adapters::mcp::output_schema(e.descriptor()).is_some())
         else {

@@ -3,17 +3,19 @@
 //! answer it, so the agent context a call runs in is kept in the host's
 //! [`Contexts`] store (in process, or Redis shared by replicas) and named by
 //! the request's `_meta["airlock/context"]`:
-//! - absent: the default context, which every call that names none shares
-//!   (a client that knows nothing of Airlock, Claude Code for one, still
-//!   has its `read` stamps seen by its `edit`, on any replica);
+//! - absent (or null): the default context, which every call that names
+//!   none shares (a client that knows nothing of Airlock, Claude Code for
+//!   one, still has its `read` stamps seen by its `edit`, on any replica);
 //! - a context id a result handed out: that context;
 //! - `"new"`: a new context, private to the client: if the call changes it
 //!   (a `read` records a stamp, a `cd` a cwd), the result's
 //!   `_meta["airlock/context"]` hands out its id, which later calls send.
 //!
-//! On one replica, the calls of one context go through its [`Lanes`] lane in
-//! the order they arrived: a call of a tool not declared concurrency-safe
-//! runs alone in its context, as in a session. Permission questions are
+//! On one replica, the calls of a named context (and of the default context
+//! on stdio) go through its [`Lanes`] lane in the order they arrived: a
+//! call of a tool not declared concurrency-safe runs alone in its context
+//! (the lane goes by the tool's declared flags, not by its classification
+//! of the input, which only the call makes). Permission questions are
 //! answered by the host's own prompter (2026-07-28 has no server-to-client
 //! requests); log lines go out only when the request set `logLevel`;
 //! tool-list changes go to `subscriptions/listen` streams.
@@ -30,6 +32,7 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
+use std::task::Poll;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tokio_util::sync::CancellationToken;
 
@@ -53,10 +56,10 @@ enum Named<'a> {
 }
 
 /// The lanes of the contexts calls are running in on this replica: calls
-/// of one context enter its lane in the order they arrive; one that may
-/// change the context (its tool is not declared concurrency-safe) runs
-/// alone in it, the others side by side, so a call loads its context only
-/// once the calls before it saved theirs. Replicas do not share lanes.
+/// of one context enter its lane in the order they arrive; one whose tool
+/// is not declared concurrency-safe runs alone in it (it loads the context
+/// once every call before it saved, and the calls after it wait for it),
+/// the others side by side. Replicas do not share lanes.
 #[derive(Default)]
 pub(crate) struct Lanes(Mutex<HashMap<String, Weak<RwLock<()>>>>);
 
@@ -128,7 +131,8 @@ impl McpServer {
         let session = &self.session;
         let contexts: &Contexts = &session.host.contexts;
         let named = match context.meta.0.get(CONTEXT_META) {
-            None => Named::Default,
+            // Some serialisers write an unset key as null.
+            None | Some(serde_json::Value::Null) => Named::Default,
             Some(serde_json::Value::String(id)) if id == NEW => Named::Fresh,
             Some(serde_json::Value::String(id)) => Named::Id(id.as_str()),
             Some(_) => {
@@ -152,22 +156,37 @@ impl McpServer {
                 .contains(SafetyFlags::CONCURRENCY_SAFE)
         });
         let closed = wait_turn(received.as_ref(), &context.ct).await?;
-        // The lane is entered before the next request on the connection
-        // may go: calls of one context keep their order.
+        // Calls of one context keep their order: a call joins its lane's
+        // queue before the next request on the connection may go, then
+        // waits there. The default context has a lane only on a connection
+        // (stdio: one client). Over HTTP every client that names no context
+        // shares it, and one client's long call would hold up the others'.
         let lane = match named {
             Named::Fresh => None,
-            Named::Default => Some(DEFAULT_LANE),
+            Named::Default => received.is_some().then_some(DEFAULT_LANE),
             Named::Id(id) => Some(id),
         };
-        let _in_lane = match lane {
-            None => None,
-            Some(key) => {
-                Some(waiting(session.host.lanes.enter(key, alone), &context.ct, &closed).await?)
+        let mut entering = std::pin::pin!(async {
+            match lane {
+                None => None,
+                Some(key) => Some(session.host.lanes.enter(key, alone).await),
             }
-        };
+        });
+        // One poll puts the call in its lane, or in the lane's queue.
+        let entered = std::future::poll_fn(|task| {
+            Poll::Ready(match entering.as_mut().poll(task) {
+                Poll::Ready(in_lane) => Some(in_lane),
+                Poll::Pending => None,
+            })
+        })
+        .await;
         if let Some(received) = received {
             received.turn.take();
         }
+        let _in_lane = match entered {
+            Some(in_lane) => in_lane,
+            None => waiting(entering, &context.ct, &closed).await?,
+        };
         let loaded = match named {
             Named::Default => contexts.load_default(&mut cx).await,
             Named::Fresh => contexts.load(None, &mut cx).await,

@@ -130,6 +130,28 @@ async fn the_default_context_is_shared_by_calls_that_name_none_and_kept_apart() 
 }
 
 #[tokio::test]
+async fn a_merge_creates_sets_removes_and_starts_an_expired_context_anew() {
+    let store = Memory::default();
+    let ttl = Duration::from_secs(60);
+    let cwd: Fields = [("cwd".to_string(), "/a".to_string())].into();
+    let env: Fields = [("env:A".to_string(), "1".to_string())].into();
+    store.merge("default", &cwd, &[], ttl).await.unwrap();
+    assert_eq!(store.load("default", ttl).await.unwrap(), Some(cwd.clone()));
+    store
+        .merge("default", &env, &["cwd".to_string()], ttl)
+        .await
+        .unwrap();
+    assert_eq!(store.load("default", ttl).await.unwrap(), Some(env.clone()));
+    store
+        .merge("default", &Fields::new(), &[], Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.merge("default", &cwd, &[], ttl).await.unwrap();
+    assert_eq!(store.load("default", ttl).await.unwrap(), Some(cwd));
+}
+
+#[tokio::test]
 async fn writes_from_two_calls_at_once_are_both_kept() {
     let (_tmp, grants) = setup();
     let contexts = memory();
