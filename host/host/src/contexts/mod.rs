@@ -11,7 +11,10 @@
 //! `ttl` after its last use. An id the store does not hold (expired, or
 //! never handed out) is an error, never a fresh empty context, and so is a
 //! store that cannot be reached: an `edit` never passes its read check
-//! because the store forgot the read.
+//! because the store forgot the read. The default context
+//! ([`Contexts::load_default`]), shared by the calls that name none, is the
+//! one exception by design: it has no id, and until a call changes it, it
+//! is a fresh context.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
