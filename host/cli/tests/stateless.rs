@@ -174,6 +174,29 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
         "only saved results are read: {elsewhere}"
     );
 
+    // A call waiting for its context's lane does not hold up the calls
+    // behind it on the connection: while a long read runs and an edit of
+    // the same context waits for it, a read in another context is
+    // answered first. (It was answered only after the long read, when the
+    // edit waiting in the lane held the connection's turn.)
+    let longer = format!("{}\n", "y".repeat(100)).repeat(80_000);
+    std::fs::write(ws.join("longer.txt"), &longer).unwrap();
+    let path = ws.join("longer.txt").display().to_string();
+    let edit = json!({"file_path": path, "old_string": "nowhere", "new_string": "x"});
+    client.send(&call(
+        16,
+        "read",
+        json!({"file_path": path}),
+        Cx::Id(&context),
+    ));
+    client.send(&call(17, "edit", edit, Cx::Id(&context)));
+    client.send(&call(18, "read", json!({"file_path": a}), Cx::New));
+    let order: Vec<Value> = (0..3).map(|_| client.next()["id"].clone()).collect();
+    assert_eq!(
+        order[0], 18,
+        "the other context's read comes first: {order:?}"
+    );
+
     let unknown = client.ask(call(
         10,
         "read",
