@@ -28,8 +28,8 @@ use rmcp::model::{
     ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage,
     JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, RequestMetaObject, Resource, ResourceContents,
-    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, SubscriptionContext,
@@ -849,17 +849,6 @@ impl McpServer {
             .clone()
     }
 
-    /// The tools a request sees: its session's, or for a 2026-07-28 request
-    /// (no session, so nothing refreshes the session's list) the host's
-    /// tools as they are now.
-    fn tools_for(&self, meta: &RequestMetaObject) -> Arc<Registry> {
-        if stateless::is_stateless(meta) {
-            self.session.host.tools.borrow().visible_tools()
-        } else {
-            self.tools()
-        }
-    }
-
     /// When the component of `tool` changed under the server and its new
     /// code is not approved (the code approved before still runs), asks the
     /// client once per change whether to approve it, showing what changed;
@@ -1309,7 +1298,13 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.tools_for(&context.meta);
+        // A 2026-07-28 request has no session, and nothing refreshes the
+        // session's list: it sees the host's tools as they are now.
+        let tools = if stateless::is_stateless(&context.meta) {
+            self.session.host.tools.borrow().visible_tools()
+        } else {
+            self.tools()
+        };
         let entries = listed(&tools, &lock(&self.session.found));
         let cursor = request.and_then(|r| r.cursor);
         let (start, end, next) = page(entries.len(), cursor.as_deref())?;
@@ -1431,24 +1426,19 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(lists_output_schema) = self
-            .tools_for(&context.meta)
-            .get(&request.name)
-            .map(|e| airlock_host::adapters::mcp::output_schema(e.descriptor()).is_some())
-        else {
-            return Err(ErrorData::invalid_params(
-                format!("there is no tool named {:?}", request.name),
-                None,
-            ));
-        };
         // Without a turn (a transport other than this module's), the call
         // goes in as soon as its handler runs.
         let received = context.extensions.remove::<Received>();
         if stateless::is_stateless(&context.meta) {
-            return self
-                .call_stateless(request, context, lists_output_schema, received)
-                .await;
+            return self.call_stateless(request, context, received).await;
         }
+        let Some(lists_output_schema) = self
+            .tools()
+            .get(&request.name)
+            .map(|e| airlock_host::adapters::mcp::output_schema(e.descriptor()).is_some())
+        else {
+            return Err(no_such_tool(&request.name));
+        };
         // rmcp runs `notifications/initialized` in a task of its own, so a
         // call sent right after it may be handled first: the peer that
         // permission questions go to is known from the call too.
@@ -1626,11 +1616,27 @@ async fn wait_turn(
     let Some(received) = received else {
         return Ok(CancellationToken::new());
     };
+    waiting(received.turn.wait(), cancelled, &received.closed).await?;
+    Ok(received.closed.clone())
+}
+
+/// Waits for `done`, unless the client cancels the call or closes the
+/// connection first.
+async fn waiting<T>(
+    done: impl Future<Output = T>,
+    cancelled: &CancellationToken,
+    closed: &CancellationToken,
+) -> Result<T, ErrorData> {
     tokio::select! {
-        () = received.turn.wait() => Ok(received.closed.clone()),
+        done = done => Ok(done),
         () = cancelled.cancelled() => Err(cancelled_by_client()),
-        () = received.closed.cancelled() => Err(connection_closed()),
+        () = closed.cancelled() => Err(connection_closed()),
     }
+}
+
+/// The error of a call of a tool this server does not have.
+fn no_such_tool(name: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("there is no tool named {name:?}"), None)
 }
 
 fn cancelled_by_client() -> ErrorData {

@@ -22,8 +22,9 @@
 
 use super::{
     McpServer, Progress, Received, cancelled_by_client, connection_closed, logging, mcp_result,
-    wait_turn,
+    no_such_tool, wait_turn, waiting,
 };
+use airlock_host::adapters::mcp::output_schema;
 use airlock_host::contexts::{ContextError, Contexts};
 use airlock_host::tool::ProgressSink;
 use airlock_host::{CallControl, SafetyFlags, ToolUse};
@@ -125,7 +126,6 @@ impl McpServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-        lists_output_schema: bool,
         received: Option<Received>,
     ) -> Result<CallToolResponse, ErrorData> {
         let session = &self.session;
@@ -149,12 +149,15 @@ impl McpServer {
         // The host's own prompter answers permission questions.
         let airlock = session.host.tools.borrow().clone();
         let mut cx = airlock.context();
-        let alone = cx.tools().get(&request.name).is_none_or(|entry| {
-            !entry
-                .descriptor()
-                .flags
-                .contains(SafetyFlags::CONCURRENCY_SAFE)
-        });
+        // The host's tools as they are now: no session refreshes a list.
+        let Some(entry) = cx.tools().get(&request.name) else {
+            return Err(no_such_tool(&request.name));
+        };
+        let lists_output_schema = output_schema(entry.descriptor()).is_some();
+        let alone = !entry
+            .descriptor()
+            .flags
+            .contains(SafetyFlags::CONCURRENCY_SAFE);
         let closed = wait_turn(received.as_ref(), &context.ct).await?;
         // Calls of one context keep their order: a call joins its lane's
         // queue before the next request on the connection may go, then
@@ -288,19 +291,5 @@ impl McpServer {
                 () = subscription.cancelled() => return Ok(()),
             }
         }
-    }
-}
-
-/// Waits for `entered`, unless the client cancels the call or closes the
-/// connection first.
-async fn waiting<T>(
-    entered: impl std::future::Future<Output = T>,
-    cancelled: &CancellationToken,
-    closed: &CancellationToken,
-) -> Result<T, ErrorData> {
-    tokio::select! {
-        entered = entered => Ok(entered),
-        () = cancelled.cancelled() => Err(cancelled_by_client()),
-        () = closed.cancelled() => Err(connection_closed()),
     }
 }

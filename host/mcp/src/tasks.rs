@@ -550,10 +550,7 @@ impl McpServer {
             .0
             .map_err(|e| ErrorData::invalid_params(e, None))?;
         if self.tools().get(&call.params.name).is_none() {
-            return Err(ErrorData::invalid_params(
-                format!("there is no tool named {:?}", call.params.name),
-                None,
-            ));
+            return Err(super::no_such_tool(&call.params.name));
         }
         let (id, stop, ttl, task) = self.session.tasks.create(ttl)?;
         context.ct = stop.clone();

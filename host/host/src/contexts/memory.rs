@@ -46,6 +46,36 @@ impl Memory {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Sets `set` and removes `remove` in context `id`, creating it if
+    /// `create` (an expired one starts anew); `false`, and nothing
+    /// written, when it does not exist and is not to be created.
+    fn write(
+        &self,
+        id: &str,
+        create: bool,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> bool {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        // An expired context is dropped here: a merge starts it anew.
+        if inner.live(id, now).is_none() && !create {
+            return false;
+        }
+        let (fields, until) = inner
+            .contexts
+            .entry(id.to_string())
+            .or_insert_with(|| (Fields::new(), now));
+        fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for key in remove {
+            fields.remove(key);
+        }
+        *until = now + ttl;
+        inner.wrote(now);
+        true
+    }
 }
 
 #[async_trait]
@@ -75,18 +105,7 @@ impl ContextStore for Memory {
         remove: &[String],
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        let Some((fields, until)) = inner.live(id, now) else {
-            return Ok(false);
-        };
-        fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-        for key in remove {
-            fields.remove(key);
-        }
-        *until = now + ttl;
-        inner.wrote(now);
-        Ok(true)
+        Ok(self.write(id, false, set, remove, ttl))
     }
 
     async fn merge(
@@ -96,20 +115,7 @@ impl ContextStore for Memory {
         remove: &[String],
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        // An expired context is dropped first: the merge starts it anew.
-        inner.live(id, now);
-        let (fields, until) = inner
-            .contexts
-            .entry(id.to_string())
-            .or_insert_with(|| (Fields::new(), now));
-        fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-        for key in remove {
-            fields.remove(key);
-        }
-        *until = now + ttl;
-        inner.wrote(now);
+        self.write(id, true, set, remove, ttl);
         Ok(())
     }
 }

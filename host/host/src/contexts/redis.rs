@@ -37,19 +37,12 @@ const CREATE: &str = "redis.call('DEL', KEYS[1]) \
     redis.call('PEXPIRE', KEYS[1], ARGV[1]) \
     return 1";
 
-/// `ARGV[1]`: the lifetime in ms, `ARGV[2]`: how many pairs to set, then
-/// the pairs, then the fields to remove. Returns 0 (and writes nothing)
-/// when the context does not exist.
-const UPDATE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
-    local n = tonumber(ARGV[2]) \
-    for i = 3, 2 + 2 * n, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end \
-    for i = 3 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end \
-    redis.call('PEXPIRE', KEYS[1], ARGV[1]) \
-    return 1";
-
-/// Like [`UPDATE`], but creates the context (`ARGV[2]`: its `created`
-/// time, then as `UPDATE` from its `ARGV[2]` on) when it does not exist.
-const MERGE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then \
+/// `ARGV[1]`: the lifetime in ms, `ARGV[2]`: the `created` time of a
+/// context to create when it does not exist (empty: write nothing then, and
+/// return 0), `ARGV[3]`: how many pairs to set, then the pairs, then the
+/// fields to remove.
+const WRITE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then \
+    if ARGV[2] == '' then return 0 end \
     redis.call('HSET', KEYS[1], 'created', ARGV[2]) end \
     local n = tonumber(ARGV[3]) \
     for i = 4, 3 + 2 * n, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end \
@@ -89,6 +82,27 @@ impl Redis {
         let mut command: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"1", key.as_bytes()];
         command.extend_from_slice(args);
         self.command(&command).await
+    }
+
+    /// Sets `set` and removes `remove` in context `id` ([`WRITE`]); creates
+    /// it at time `created` when it does not exist, unless `created` is
+    /// empty (then `false`, and nothing written).
+    async fn write(
+        &self,
+        id: &str,
+        created: &str,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let ttl = ms(ttl);
+        let pairs = set.len().to_string();
+        let mut args: Vec<&[u8]> = vec![&ttl, created.as_bytes(), pairs.as_bytes()];
+        changes(&mut args, set, remove);
+        match self.script(WRITE, id, &args).await? {
+            Reply::Int(n) => Ok(n == 1),
+            other => Err(StoreError(format!("the write answered {other:?}"))),
+        }
     }
 
     /// Runs one command on an idle connection (or a new one); a
@@ -191,14 +205,7 @@ impl ContextStore for Redis {
         remove: &[String],
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let ttl = ms(ttl);
-        let pairs = set.len().to_string();
-        let mut args: Vec<&[u8]> = vec![&ttl, pairs.as_bytes()];
-        changes(&mut args, set, remove);
-        match self.script(UPDATE, id, &args).await? {
-            Reply::Int(n) => Ok(n == 1),
-            other => Err(StoreError(format!("the update answered {other:?}"))),
-        }
+        self.write(id, "", set, remove, ttl).await
     }
 
     async fn merge(
@@ -208,15 +215,7 @@ impl ContextStore for Redis {
         remove: &[String],
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let ttl = ms(ttl);
-        let now = now();
-        let pairs = set.len().to_string();
-        let mut args: Vec<&[u8]> = vec![&ttl, now.as_bytes(), pairs.as_bytes()];
-        changes(&mut args, set, remove);
-        match self.script(MERGE, id, &args).await? {
-            Reply::Int(1) => Ok(()),
-            other => Err(StoreError(format!("the merge answered {other:?}"))),
-        }
+        self.write(id, &now(), set, remove, ttl).await.map(drop)
     }
 }
 
