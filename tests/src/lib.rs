@@ -160,6 +160,21 @@ pub async fn http_server(body: &'static str) -> u16 {
     port
 }
 
+/// A log writer for a test's `tracing` subscriber: what is written is
+/// kept in the shared buffer.
+pub struct LogCapture(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The path of `rel` inside `dir`, as a string.
 pub fn path_in(dir: &Path, rel: &str) -> String {
     let p: PathBuf = Path::new(&canonical(dir)).join(rel);

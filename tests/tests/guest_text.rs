@@ -62,24 +62,11 @@ fn log() -> &'static Arc<Mutex<Vec<u8>>> {
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
             .with_max_level(tracing::Level::WARN)
-            .with_writer(move || Capture(sink.clone()))
+            .with_writer(move || LogCapture(sink.clone()))
             .finish();
         tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
         log
     })
-}
-
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 async fn dirty_host() -> (Airlock, tempfile::TempDir) {

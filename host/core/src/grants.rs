@@ -23,6 +23,7 @@
 use crate::config::{Config, HostPath, Limits, ToolConfig};
 use crate::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess, is_env_name, is_host_pattern};
 use crate::error::LoadError;
+use crate::secrets::Secrets;
 use cap_std::fs::MetadataExt;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -74,6 +75,8 @@ pub struct Grants {
     workspace: Option<Arc<HostMount>>,
     /// The mounts by the path the operator configured.
     mounts: BTreeMap<PathBuf, Arc<HostMount>>,
+    /// The secrets, with their values.
+    secrets: Arc<Secrets>,
 }
 
 impl Grants {
@@ -81,7 +84,8 @@ impl Grants {
     /// and refuses grants that point into `/proc`, `/sys` or `/dev`, that
     /// nest under a writable grant (a tool could swap the inner root), that
     /// reach Airlock's own state ([`Config::host_paths`]), or whose path
-    /// runs through a link inside a writable grant.
+    /// runs through a link inside a writable grant; reads the secrets'
+    /// values ([`Secrets::load`]).
     pub fn from_config(config: &Config) -> Result<Grants, LoadError> {
         Grants::open(config, None)
     }
@@ -136,12 +140,14 @@ impl Grants {
         if let Some(previous) = previous {
             check_pins(&all, previous)?;
         }
+        let secrets = Arc::new(Secrets::load(config)?);
         Ok(Grants {
             limits: config.limits.clone(),
             workspace_access: config.workspace_access,
             tools: config.tools.clone(),
             workspace,
             mounts,
+            secrets,
         })
     }
 
@@ -202,6 +208,7 @@ impl Grants {
             memory_bytes: tc.memory_mib.unwrap_or(limits.memory_mib) << 20,
             write_bytes: tc.write_mib.unwrap_or(limits.write_mib) << 20,
             defer_loading: tc.defer_loading,
+            secrets: self.secrets.clone(),
         })
     }
 }
@@ -227,6 +234,8 @@ pub struct ToolGrants {
     pub write_bytes: u64,
     /// The operator's override of the tool's `defer_loading`.
     pub defer_loading: Option<bool>,
+    /// The secrets: added to its requests, taken out of what it hands back.
+    pub secrets: Arc<Secrets>,
 }
 
 impl ToolGrants {
@@ -242,6 +251,7 @@ impl ToolGrants {
             memory_bytes: limits.memory_mib << 20,
             write_bytes: limits.write_mib << 20,
             defer_loading: None,
+            secrets: Arc::default(),
         }
     }
 
@@ -307,6 +317,7 @@ impl ToolGrants {
             timeout: self.timeout,
             memory_bytes: self.memory_bytes,
             write_bytes: self.write_bytes,
+            secrets: self.secrets.clone(),
         }
     }
 }
@@ -335,6 +346,8 @@ pub struct CallGrants {
     pub memory_bytes: u64,
     /// What the call may write to writable mounts, in bytes.
     pub write_bytes: u64,
+    /// The secrets: added to its requests, taken out of what it hands back.
+    pub secrets: Arc<Secrets>,
 }
 
 impl CallGrants {
@@ -347,6 +360,7 @@ impl CallGrants {
             timeout,
             memory_bytes,
             write_bytes: 0,
+            secrets: Arc::default(),
         }
     }
 

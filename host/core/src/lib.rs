@@ -18,4 +18,5 @@ pub mod json;
 pub mod lock;
 pub mod permissions;
 pub mod sanitize;
+pub mod secrets;
 pub mod tool;

@@ -6,9 +6,19 @@
 //! The guest sees only `HTTP-request-denied`; the first refusal of a call
 //! is kept, saying which host and how it could be granted, for the host to
 //! add to the error the tool then reports ([`NetHooks::refused`]).
+//!
+//! An allowed request gets the secrets configured for its host
+//! ([`Secrets::injections`]) as it leaves; the response is handed to the
+//! guest with every secret taken out of its headers and body
+//! ([`RedactedBody`]), so the guest never holds one.
 
 use airlock_core::grants::NetPolicy;
+use airlock_core::secrets::{Injection, Redactor, Secrets};
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
@@ -21,15 +31,22 @@ pub(crate) struct NetHooks {
     policy: Option<Arc<NetPolicy>>,
     timeout: Duration,
     tool: Arc<str>,
+    secrets: Arc<Secrets>,
     refused: Option<String>,
 }
 
 impl NetHooks {
-    pub(crate) fn new(policy: Option<Arc<NetPolicy>>, timeout: Duration, tool: Arc<str>) -> Self {
+    pub(crate) fn new(
+        policy: Option<Arc<NetPolicy>>,
+        timeout: Duration,
+        tool: Arc<str>,
+        secrets: Arc<Secrets>,
+    ) -> Self {
         NetHooks {
             policy,
             timeout,
             tool,
+            secrets,
             refused: None,
         }
     }
@@ -39,6 +56,11 @@ impl NetHooks {
     /// granted.
     pub(crate) fn refused(&self) -> Option<&str> {
         self.refused.as_deref()
+    }
+
+    /// `text` with the call's secrets taken out.
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        self.secrets.redact(text)
     }
 
     fn check(&self, request: &http::Request<WasiBody>) -> Result<(), String> {
@@ -52,12 +74,7 @@ impl NetHooks {
                 self.tool
             ));
         };
-        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
-            Some("http") => Some(80),
-            Some("https") => Some(443),
-            _ => None,
-        });
-        policy.check(request.method().as_str(), host, port)
+        policy.check(request.method().as_str(), host, port_of(uri))
     }
 }
 
@@ -88,9 +105,17 @@ impl WasiHttpHooks for NetHooks {
                 ));
             }
         }
+        let mut request = request;
+        let injected = if verdict.is_ok() && !self.secrets.is_empty() {
+            inject(&self.secrets, &self.tool, &mut request)
+        } else {
+            Ok(())
+        };
+        let secrets = (!self.secrets.is_empty()).then(|| self.secrets.clone());
         let timeout = self.timeout;
         Box::new(async move {
             verdict.map_err(|_| HttpError::HttpRequestDenied)?;
+            injected?;
             let mut options = options.unwrap_or_default();
             for t in [
                 &mut options.connect_timeout,
@@ -102,7 +127,165 @@ impl WasiHttpHooks for NetHooks {
             use http_body_util::BodyExt;
             let (response, io) =
                 wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            Ok((response.map(BodyExt::boxed_unsync), Box::new(io) as BoxedIo))
+            let mut response = response.map(BodyExt::boxed_unsync);
+            if let Some(secrets) = secrets {
+                response = redact_response(response, secrets);
+            }
+            Ok((response, Box::new(io) as BoxedIo))
         })
+    }
+}
+
+/// The port a request goes to: the URI's, or its scheme's default.
+fn port_of(uri: &http::Uri) -> Option<u16> {
+    uri.port_u16().or_else(|| match uri.scheme_str() {
+        Some("http") => Some(80),
+        Some("https") => Some(443),
+        _ => None,
+    })
+}
+
+/// Adds the secrets for the request's host to it, replacing any header or
+/// query parameter of the same name the guest set.
+fn inject(
+    secrets: &Secrets,
+    tool: &str,
+    request: &mut http::Request<WasiBody>,
+) -> Result<(), HttpError> {
+    let uri = request.uri();
+    let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
+        return Ok(());
+    };
+    for injection in secrets.injections(tool, scheme, host, port_of(uri)) {
+        match injection {
+            Injection::Header { name, value } => {
+                let name = http::HeaderName::try_from(name.as_str())
+                    .map_err(|_| HttpError::InternalError(None))?;
+                let value = http::HeaderValue::try_from(value.as_str())
+                    .map_err(|_| HttpError::InternalError(None))?;
+                request.headers_mut().insert(name, value);
+            }
+            Injection::Query { name, value } => {
+                let mut parts = request.uri().clone().into_parts();
+                let path_and_query = parts.path_and_query.as_ref().map_or("/", |pq| pq.as_str());
+                let (path, query) = path_and_query
+                    .split_once('?')
+                    .unwrap_or((path_and_query, ""));
+                let mut pairs: Vec<&str> = query
+                    .split('&')
+                    .filter(|pair| {
+                        !pair.is_empty() && pair.split('=').next() != Some(name.as_str())
+                    })
+                    .collect();
+                let added = format!(
+                    "{name}={}",
+                    percent_encoding::utf8_percent_encode(&value, QUERY_VALUE)
+                );
+                pairs.push(&added);
+                let rebuilt = format!("{path}?{}", pairs.join("&"));
+                parts.path_and_query = Some(
+                    http::uri::PathAndQuery::try_from(rebuilt)
+                        .map_err(|_| HttpError::InternalError(None))?,
+                );
+                *request.uri_mut() =
+                    http::Uri::from_parts(parts).map_err(|_| HttpError::InternalError(None))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a query parameter's value escapes: all but letters, digits and
+/// `-._~`.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The response with every secret taken out of its headers and body. Its
+/// `Content-Length` goes: a redaction changes the length.
+fn redact_response(
+    response: http::Response<WasiBody>,
+    secrets: Arc<Secrets>,
+) -> http::Response<WasiBody> {
+    let (mut parts, body) = response.into_parts();
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    redact_headers(&mut parts.headers, &secrets);
+    let body = RedactedBody {
+        inner: body,
+        redactor: Redactor::new(secrets.clone()),
+        secrets,
+        trailers: None,
+        done: false,
+    };
+    use http_body_util::BodyExt;
+    http::Response::from_parts(parts, body.boxed_unsync())
+}
+
+fn redact_headers(headers: &mut http::HeaderMap, secrets: &Secrets) {
+    for value in headers.values_mut() {
+        if let std::borrow::Cow::Owned(clean) = secrets.redact_bytes(value.as_bytes()) {
+            // What replaced the secret is visible ASCII: a valid value.
+            *value = http::HeaderValue::from_bytes(&clean)
+                .unwrap_or_else(|_| http::HeaderValue::from_static("[secret]"));
+        }
+    }
+}
+
+/// A response body with the secrets taken out, chunk by chunk.
+struct RedactedBody {
+    inner: WasiBody,
+    redactor: Redactor,
+    secrets: Arc<Secrets>,
+    /// Trailers that came while redacted bytes were still held back.
+    trailers: Option<http::HeaderMap>,
+    done: bool,
+}
+
+impl Body for RedactedBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        let out = this.redactor.push(&data);
+                        if !out.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        }
+                    }
+                    Err(frame) => {
+                        if let Ok(mut trailers) = frame.into_trailers() {
+                            redact_headers(&mut trailers, &this.secrets);
+                            this.trailers = Some(trailers);
+                        }
+                        this.done = true;
+                        let rest = this.redactor.finish();
+                        if !rest.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                        }
+                    }
+                },
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let rest = this.redactor.finish();
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                }
+            }
+        }
     }
 }

@@ -123,6 +123,7 @@ pub(crate) fn new_store(
             grants.network.clone(),
             Duration::from_millis(limits.http_timeout_ms),
             name,
+            grants.secrets.clone(),
         ),
         limiter: Limiter::new(grants.memory_bytes, limits),
         io,
@@ -260,7 +261,10 @@ pub(crate) fn settle<T>(
         ));
     }
     let stderr = sanitize::clean_capped(
-        state.stderr.tail(STDERR_TAIL).trim(),
+        state
+            .net
+            .redact(state.stderr.tail(STDERR_TAIL).trim())
+            .as_ref(),
         Sink::Model,
         STDERR_TAIL,
     );

@@ -170,7 +170,7 @@ impl host::Host for HostState {
             .map(|f| f.clamp(0.0, 1.0));
         self.io.progress.send(ProgressEvent {
             tool_use_id: self.io.tool_use_id.clone(),
-            message: sanitize::clean_capped(&message, Sink::Line, 512),
+            message: sanitize::clean_capped(&self.net.redact(&message), Sink::Line, 512),
             fraction,
         });
         Ok(())
@@ -189,7 +189,7 @@ impl host::Host for HostState {
             );
             return Ok(());
         }
-        let message = sanitize::clean_capped(&message, Sink::Log, 4096);
+        let message = sanitize::clean_capped(&self.net.redact(&message), Sink::Log, 4096);
         let level = match level {
             host::LogLevel::Trace => {
                 tracing::trace!(tool, "{message}");

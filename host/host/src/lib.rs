@@ -20,7 +20,7 @@
 #![deny(missing_docs)]
 
 pub use airlock_bundled as bundled;
-pub use airlock_core::{host_files, json, lock, sanitize};
+pub use airlock_core::{host_files, json, lock, sanitize, secrets};
 #[cfg(feature = "mcp-client")]
 pub use airlock_mcp_client as mcp_client;
 
@@ -29,8 +29,8 @@ pub use airlock_mcp_client as mcp_client;
 pub mod config {
     pub use airlock_core::config::{
         ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig, MountConfig,
-        ToolConfig, ToolSearchMode, TrustRule, approvals_file, default_cache_dir, default_sdk_dir,
-        default_tool_dir, hooks, settings,
+        SecretConfig, ToolConfig, ToolSearchMode, TrustRule, approvals_file, default_cache_dir,
+        default_sdk_dir, default_tool_dir, hooks, settings,
     };
 }
 

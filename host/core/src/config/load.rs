@@ -50,6 +50,11 @@ impl Config {
                 fix(cwd);
             }
         }
+        for secret in config.secrets.values_mut() {
+            if let Some(file) = &mut secret.file {
+                fix(file);
+            }
+        }
         if let Some(dir) = &mut config.results_dir {
             fix(dir);
         }

@@ -110,6 +110,48 @@ pub struct Config {
     /// long (`[contexts]`, see [`ContextsConfig`]).
     #[serde(default)]
     pub contexts: ContextsConfig,
+    /// `[secrets.NAME]`: credentials the host adds to tools' outgoing
+    /// requests ([`crate::secrets`]).
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretConfig>,
+}
+
+/// `[secrets.NAME]`: a credential the host adds to the outgoing requests a
+/// tool makes to the hosts named, so that the tool never sees it; it is
+/// also taken out of everything a tool hands back ([`crate::secrets`]).
+///
+/// ```
+/// use airlock_core::config::Config;
+/// let config = Config::from_toml(r#"
+///     [secrets.github]
+///     file = "/run/secrets/github"
+///     hosts = ["api.github.com"]
+///     header = "Authorization"
+///     format = "token {value}"
+///     tools = ["fetch"]
+/// "#, None).unwrap();
+/// assert_eq!(config.secrets["github"].hosts, ["api.github.com"]);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretConfig {
+    /// The environment variable (of the host) holding the value.
+    pub env: Option<String>,
+    /// The file holding the value (a trailing line break is dropped).
+    pub file: Option<PathBuf>,
+    /// The hosts it is sent to: `name` or `name:port`, no wildcards.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// The header it goes in (default `Authorization`).
+    pub header: Option<String>,
+    /// The header's value, `{value}` standing for the secret (default
+    /// `Bearer {value}`).
+    pub format: Option<String>,
+    /// A query parameter to put it in instead of a header.
+    pub query: Option<String>,
+    /// Only these tools' requests get it (default: every tool granted one
+    /// of its hosts).
+    pub tools: Option<Vec<String>>,
 }
 
 /// `[contexts]`: where the agent contexts of MCP 2026-07-28 clients (named
@@ -405,6 +447,7 @@ impl Default for Config {
             mcp_servers: BTreeMap::new(),
             trust: Vec::new(),
             contexts: ContextsConfig::default(),
+            secrets: BTreeMap::new(),
         }
     }
 }
@@ -662,6 +705,17 @@ impl Config {
             self.results_dir
                 .clone()
                 .map(|d| dir("the results directory", d)),
+        );
+        paths.extend(
+            self.secrets
+                .values()
+                .filter_map(|s| s.file.clone())
+                .map(|path| HostPath {
+                    what: "a secret's file",
+                    path,
+                    is_dir: false,
+                    unreadable: true,
+                }),
         );
         paths.extend(self.merged_settings.iter().map(|f| HostPath {
             what: "a settings file",

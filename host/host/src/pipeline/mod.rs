@@ -8,7 +8,8 @@
 //! 4. permission ([`crate::policy`], asking through the [`crate::PermissionPrompter`]): rules, hooks' verdict, mode, the tool's
 //!    own check; an ask goes to the prompter; denials are recorded;
 //! 5. the call, with progress, under the grants of its final flags;
-//! 6. result processing ([`results`]): output schema, spilling;
+//! 6. result processing ([`results`]): the secrets redacted from the output
+//!    or error ([`crate::secrets`]), output schema, spilling;
 //! 7. post-tool hooks: may block or replace the output, add context;
 //! 8. telemetry ([`telemetry`]) around it all: one `execute_tool` span.
 //!
@@ -346,7 +347,19 @@ impl Stages<'_> {
 
         // The call.
         let called = Instant::now();
-        let mut output = self.entry.tool.call(self.inv, &input).await?;
+        // Whatever the tool hands back loses the secrets first: before the
+        // hooks, the spill file, a log or the model see it.
+        let secrets = self.inv.grants.secrets.clone();
+        let mut output = self
+            .entry
+            .tool
+            .call(self.inv, &input)
+            .await
+            .map_err(|mut e| {
+                secrets.redact_in_place(&mut e.message);
+                e
+            })?;
+        secrets.redact_output(&mut output);
 
         // Result processing.
         if let (Some(validator), Some(structured)) =

@@ -1,0 +1,812 @@
+//! Secrets: credentials the host adds to a tool's outgoing requests at the
+//! sandbox's edge, so the guest never holds them, and takes back out of
+//! everything a tool hands on (a response given to the guest, outputs,
+//! errors, log lines), with their base64 and URL encodings, as
+//! `[secret NAME]`.
+//!
+//! [`Secrets::load`] reads `[secrets.NAME]` and checks it against the
+//! grants; [`Secrets::injections`] says what one request gets;
+//! [`Secrets::redact`] and [`Redactor`] (for a stream) take values out.
+//! Knows nothing of HTTP libraries or wasmtime: the engine applies what
+//! this module decides.
+
+use crate::config::{Config, SecretConfig, ToolConfig};
+use crate::descriptor::{is_env_name, is_host_pattern};
+use crate::error::LoadError;
+use crate::tool::{ContentBlock, ToolOutput};
+use aho_corasick::{AhoCorasick, MatchKind};
+use base64::Engine as _;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// The shortest value a secret may have: a shorter one (or its encodings)
+/// would be found in ordinary text.
+pub const MIN_SECRET_BYTES: usize = 8;
+
+/// The configured secrets, with their values, and the matcher that finds
+/// them in text. `Debug` never shows a value.
+#[derive(Default)]
+pub struct Secrets {
+    list: Vec<Secret>,
+    /// Every form of every value, longest match first.
+    matcher: Option<AhoCorasick>,
+    /// `[secret NAME]` for each pattern of `matcher`.
+    replacements: Vec<String>,
+    /// The longest pattern, in bytes.
+    longest: usize,
+}
+
+struct Secret {
+    name: String,
+    value: String,
+    /// Host names, with an optional `:port`.
+    hosts: Vec<String>,
+    apply: Apply,
+    /// Only these tools' requests get it.
+    tools: Option<Vec<String>>,
+}
+
+enum Apply {
+    Header { name: String, format: String },
+    Query { name: String },
+}
+
+/// What one outgoing request gets from one secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Injection {
+    /// Set this header (replacing any the tool set).
+    Header {
+        /// The header's name.
+        name: String,
+        /// Its value, with the secret in it.
+        value: String,
+    },
+    /// Set this query parameter (replacing any the tool set).
+    Query {
+        /// The parameter's name.
+        name: String,
+        /// The secret.
+        value: String,
+    },
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.list.iter().map(|s| &s.name))
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// Reads the values of `config.secrets` and checks them: one source
+    /// each (`env` or `file`), named hosts (no wildcards) that some tool is
+    /// granted, a header or a query parameter, a value of at least
+    /// [`MIN_SECRET_BYTES`] with no control characters, and an environment
+    /// variable no tool is granted. Errors name the secret, never its value.
+    ///
+    /// ```
+    /// use airlock_core::config::Config;
+    /// use airlock_core::secrets::{Injection, Secrets};
+    /// // SAFETY: a doctest, one thread.
+    /// unsafe { std::env::set_var("EXAMPLE_TOKEN", "s3cret-t0ken") };
+    /// let config = Config::from_toml(r#"
+    ///     [tools.fetch]
+    ///     network = ["api.example.com"]
+    ///     [secrets.example]
+    ///     env = "EXAMPLE_TOKEN"
+    ///     hosts = ["api.example.com"]
+    /// "#, None).unwrap();
+    /// let secrets = Secrets::load(&config).unwrap();
+    /// assert_eq!(
+    ///     secrets.injections("fetch", "https", "api.example.com", Some(443)),
+    ///     [Injection::Header { name: "Authorization".into(), value: "Bearer s3cret-t0ken".into() }],
+    /// );
+    /// // Plain HTTP to a host off this machine gets nothing.
+    /// assert!(secrets.injections("fetch", "http", "api.example.com", Some(80)).is_empty());
+    /// assert_eq!(secrets.redact("token: czNjcmV0LXQwa2Vu"), "token: [secret example]");
+    /// ```
+    pub fn load(config: &Config) -> Result<Secrets, LoadError> {
+        let mut list = Vec::new();
+        for (name, sc) in &config.secrets {
+            list.push(load_one(name, sc, &config.tools)?);
+        }
+        Ok(Secrets::from_list(list))
+    }
+
+    fn from_list(list: Vec<Secret>) -> Secrets {
+        let mut patterns: Vec<Vec<u8>> = Vec::new();
+        let mut replacements = Vec::new();
+        for secret in &list {
+            for form in forms(&secret.value) {
+                if !patterns.contains(&form) {
+                    patterns.push(form);
+                    replacements.push(format!("[secret {}]", secret.name));
+                }
+            }
+        }
+        let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
+        let matcher = (!patterns.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&patterns)
+                .expect("a few short literal patterns always build")
+        });
+        Secrets {
+            list,
+            matcher,
+            replacements,
+            longest,
+        }
+    }
+
+    /// Whether no secret is configured.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// What a request from `tool` to `scheme://host:port` gets: every
+    /// secret for that host (and that tool), when the request is HTTPS or
+    /// stays on this machine (a loopback host). The caller has already
+    /// checked that the tool may reach the host at all.
+    pub fn injections(
+        &self,
+        tool: &str,
+        scheme: &str,
+        host: &str,
+        port: Option<u16>,
+    ) -> Vec<Injection> {
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        if !scheme.eq_ignore_ascii_case("https") && !is_loopback(&host) {
+            return Vec::new();
+        }
+        self.list
+            .iter()
+            .filter(|s| s.tools.as_ref().is_none_or(|t| t.iter().any(|t| t == tool)))
+            .filter(|s| s.hosts.iter().any(|h| host_is(h, &host, port)))
+            .map(|s| match &s.apply {
+                Apply::Header { name, format } => Injection::Header {
+                    name: name.clone(),
+                    value: format.replace("{value}", &s.value),
+                },
+                Apply::Query { name } => Injection::Query {
+                    name: name.clone(),
+                    value: s.value.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// `text` with every secret (and each of its encodings) replaced by
+    /// `[secret NAME]`.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match &self.matcher {
+            Some(m) if m.is_match(text) => Cow::Owned(m.replace_all(text, &self.replacements)),
+            _ => Cow::Borrowed(text),
+        }
+    }
+
+    /// Whether `text` carries a secret, in any of its forms.
+    pub fn contains(&self, text: &str) -> bool {
+        self.matcher.as_ref().is_some_and(|m| m.is_match(text))
+    }
+
+    /// [`Secrets::redact`] for bytes.
+    pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        match &self.matcher {
+            Some(m) if m.is_match(bytes) => {
+                Cow::Owned(m.replace_all_bytes(bytes, &self.replacements))
+            }
+            _ => Cow::Borrowed(bytes),
+        }
+    }
+
+    /// [`Secrets::redact`] in place.
+    pub fn redact_in_place(&self, text: &mut String) {
+        if let Cow::Owned(clean) = self.redact(text) {
+            *text = clean;
+        }
+    }
+
+    /// Every string (and object key) of `value`, redacted.
+    pub fn redact_json(&self, value: &mut Value) {
+        if self.matcher.is_none() {
+            return;
+        }
+        match value {
+            Value::String(s) => self.redact_in_place(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                if map.keys().any(|k| matches!(self.redact(k), Cow::Owned(_))) {
+                    let old = std::mem::take(map);
+                    for (k, v) in old {
+                        map.insert(self.redact(&k).into_owned(), v);
+                    }
+                }
+                map.values_mut().for_each(|v| self.redact_json(v));
+            }
+            _ => {}
+        }
+    }
+
+    /// Every text a tool's output carries, redacted: content, structured
+    /// output, messages, context changes and metadata.
+    pub fn redact_output(&self, output: &mut ToolOutput) {
+        if self.matcher.is_none() {
+            return;
+        }
+        for block in &mut output.content {
+            match block {
+                ContentBlock::Text(text) => self.redact_in_place(text),
+                ContentBlock::Json(value) => self.redact_json(value),
+                ContentBlock::ResourceLink {
+                    uri,
+                    name,
+                    description,
+                    mime_type,
+                } => {
+                    for text in [uri, name].into_iter().chain(description).chain(mime_type) {
+                        self.redact_in_place(text);
+                    }
+                }
+                ContentBlock::ToolReference { name, definition } => {
+                    self.redact_in_place(name);
+                    self.redact_json(definition);
+                }
+                ContentBlock::Image { .. } => {}
+            }
+        }
+        if let Some(structured) = &mut output.structured {
+            self.redact_json(structured);
+        }
+        for message in &mut output.messages {
+            self.redact_in_place(&mut message.text);
+        }
+        // A change carrying a secret into the context is dropped: no
+        // redacted form of it is the change the tool asked for.
+        let before = output.changes.len();
+        output.changes.retain(|change| {
+            serde_json::to_string(change).map_or(true, |text| !self.contains(&text))
+        });
+        if output.changes.len() < before {
+            tracing::warn!("a tool asked for a context change carrying a secret; it was dropped");
+        }
+        if let Some(metadata) = &mut output.metadata {
+            let mut value = Value::Object(std::mem::take(metadata));
+            self.redact_json(&mut value);
+            if let Value::Object(map) = value {
+                *metadata = map;
+            }
+        }
+    }
+}
+
+/// Takes secrets out of a stream of bytes (a response body) chunk by chunk:
+/// a value split across two chunks is still found.
+#[derive(Debug)]
+pub struct Redactor {
+    secrets: std::sync::Arc<Secrets>,
+    /// The end of what came so far, which may start a value.
+    carry: Vec<u8>,
+}
+
+impl Redactor {
+    /// A redactor of `secrets`.
+    pub fn new(secrets: std::sync::Arc<Secrets>) -> Redactor {
+        Redactor {
+            secrets,
+            carry: Vec::new(),
+        }
+    }
+
+    /// The redacted bytes that can be handed on after `chunk`; the last
+    /// few are held back until the next chunk or [`Redactor::finish`].
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let Some(matcher) = &self.secrets.matcher else {
+            return chunk.to_vec();
+        };
+        self.carry.extend_from_slice(chunk);
+        let buf = std::mem::take(&mut self.carry);
+        // A match starting before `cut` lies wholly in `buf`.
+        let mut cut = buf.len().saturating_sub(self.secrets.longest - 1);
+        let mut out = Vec::with_capacity(buf.len());
+        let mut at = 0;
+        for m in matcher.find_iter(&buf) {
+            if m.start() >= cut {
+                break;
+            }
+            out.extend_from_slice(&buf[at..m.start()]);
+            out.extend_from_slice(self.secrets.replacements[m.pattern().as_usize()].as_bytes());
+            at = m.end();
+            cut = cut.max(m.end());
+        }
+        out.extend_from_slice(&buf[at..cut]);
+        self.carry = buf[cut..].to_vec();
+        out
+    }
+
+    /// The rest, redacted, at the end of the stream.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.carry);
+        self.secrets.redact_bytes(&rest).into_owned()
+    }
+}
+
+fn load_one(
+    name: &str,
+    sc: &SecretConfig,
+    tools: &BTreeMap<String, ToolConfig>,
+) -> Result<Secret, LoadError> {
+    let err = |m: String| LoadError::Grants(format!("secrets.{name}: {m}"));
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(LoadError::Grants(format!(
+            "secrets.{name:?}: a secret's name is letters, digits, `_` and `-`"
+        )));
+    }
+    let value = match (&sc.env, &sc.file) {
+        (Some(var), None) => {
+            if !is_env_name(var) {
+                return Err(err(format!("{var:?} is not an environment variable name")));
+            }
+            if let Some((tool, _)) = tools.iter().find(|(_, tc)| tc.env.contains(var)) {
+                return Err(err(format!(
+                    "its value comes from ${var}, which tools.{tool}.env grants: the tool \
+                     could read it (grant the secret instead, and not the variable)"
+                )));
+            }
+            std::env::var(var).map_err(|_| err(format!("${var} is not set (or not UTF-8)")))?
+        }
+        (None, Some(file)) => {
+            let mut text = std::fs::read_to_string(file)
+                .map_err(|e| err(format!("cannot read {}: {e}", file.display())))?;
+            if text.ends_with('\n') {
+                text.pop();
+                if text.ends_with('\r') {
+                    text.pop();
+                }
+            }
+            text
+        }
+        _ => return Err(err("give exactly one of `env` and `file`".into())),
+    };
+    if value.len() < MIN_SECRET_BYTES {
+        return Err(err(format!(
+            "the value is shorter than {MIN_SECRET_BYTES} bytes: too short to find and redact \
+             reliably"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(err(
+            "the value holds a control character (such as a line break)".into(),
+        ));
+    }
+    if sc.hosts.is_empty() {
+        return Err(err("`hosts` names no host to send it to".into()));
+    }
+    let mut hosts = Vec::new();
+    for host in &sc.hosts {
+        if host.contains('*') || !is_host_pattern(host) {
+            return Err(err(format!(
+                "{host:?} is not a host name (`name` or `name:port`): a secret goes only to \
+                 hosts named one by one, never to a wildcard"
+            )));
+        }
+        let host = host.to_ascii_lowercase();
+        let (h, port) = split_port(&host);
+        let reached_by = |tool: &str| {
+            let tc = ToolConfig::of(tools, tool);
+            tc.enabled != Some(false) && tc.network.iter().any(|g| grant_covers(g, h, port))
+        };
+        let reachable = match &sc.tools {
+            Some(only) => only.iter().any(|t| reached_by(t)),
+            None => tools.keys().any(|t| reached_by(t)),
+        };
+        if !reachable {
+            return Err(err(format!(
+                "no tool may reach {host} (no `network` grant covers it), so the secret would \
+                 never be sent: grant the host to the tool that needs it"
+            )));
+        }
+        hosts.push(host);
+    }
+    let apply = match (&sc.header, &sc.query) {
+        (Some(_), Some(_)) => {
+            return Err(err(
+                "give `header` or `query`, not both: the secret goes in one place".into(),
+            ));
+        }
+        (_, Some(query)) => {
+            if sc.format.is_some() {
+                return Err(err("`format` is for a header, not a query parameter".into()));
+            }
+            if query.is_empty() || !query.bytes().all(is_token_byte) {
+                return Err(err(format!("{query:?} is not a query parameter name")));
+            }
+            Apply::Query {
+                name: query.clone(),
+            }
+        }
+        (header, None) => {
+            let header = header.clone().unwrap_or_else(|| "Authorization".into());
+            if header.is_empty() || !header.bytes().all(is_token_byte) {
+                return Err(err(format!("{header:?} is not a header name")));
+            }
+            let format = sc.format.clone().unwrap_or_else(|| "Bearer {value}".into());
+            if !format.contains("{value}") {
+                return Err(err(format!(
+                    "the format {format:?} has no `{{value}}` for the secret"
+                )));
+            }
+            if format.chars().any(char::is_control) {
+                return Err(err("the format holds a control character".into()));
+            }
+            Apply::Header {
+                name: header,
+                format,
+            }
+        }
+    };
+    Ok(Secret {
+        name: name.to_string(),
+        value,
+        hosts,
+        apply,
+        tools: sc.tools.clone(),
+    })
+}
+
+/// Every form of `value` that text may carry it in: as it is; base64
+/// (standard and URL-safe, padded or not, and at each of the three
+/// alignments it can have inside a longer encoding); percent-encoded.
+fn forms(value: &str) -> Vec<Vec<u8>> {
+    let bytes = value.as_bytes();
+    let mut forms = vec![bytes.to_vec()];
+    let engines = [
+        base64::engine::general_purpose::STANDARD,
+        base64::engine::general_purpose::URL_SAFE,
+    ];
+    for engine in &engines {
+        forms.push(engine.encode(bytes).into_bytes());
+    }
+    let unpadded = [
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ];
+    for engine in &unpadded {
+        for skip in 0..3 {
+            // Whole groups of three bytes only: the characters they encode
+            // do not depend on what comes before or after.
+            let rest = &bytes[skip.min(bytes.len())..];
+            let whole = rest.len() / 3 * 3;
+            if whole >= 6 {
+                forms.push(engine.encode(&rest[..whole]).into_bytes());
+            }
+        }
+    }
+    let component = percent_encoding::utf8_percent_encode(value, COMPONENT).to_string();
+    forms.push(component.clone().into_bytes());
+    forms.push(lowercase_escapes(&component).into_bytes());
+    forms.push(component.replace("%20", "+").into_bytes());
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+/// What `encodeURIComponent` leaves alone: letters, digits and `-_.!~*'()`.
+const COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// `text` with the hex digits of its percent escapes in lowercase.
+fn lowercase_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '%' {
+            out.extend(chars.by_ref().take(2).map(|d| d.to_ascii_lowercase()));
+        }
+    }
+    out
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b)
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn split_port(host: &str) -> (&str, Option<u16>) {
+    match host.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, p.parse().ok()),
+        _ => (host, None),
+    }
+}
+
+/// Whether the secret's `host` (`name` or `name:port`) is the request's.
+fn host_is(host: &str, request_host: &str, port: Option<u16>) -> bool {
+    let (h, p) = split_port(host);
+    h == request_host && (p.is_none() || p == port)
+}
+
+/// Whether the grant pattern `grant` lets a tool reach `host` (on `port`,
+/// or on every port when `None`).
+fn grant_covers(grant: &str, host: &str, port: Option<u16>) -> bool {
+    let grant = grant.to_ascii_lowercase();
+    if grant == "*" {
+        return true;
+    }
+    let (g, gp) = split_port(&grant);
+    if gp.is_some() && gp != port {
+        return false;
+    }
+    match g.strip_prefix("*.") {
+        Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
+        None => g == host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const VALUE: &str = "tok/en+with=odd chars 123";
+
+    fn secrets() -> Arc<Secrets> {
+        Arc::new(Secrets::from_list(vec![Secret {
+            name: "api".into(),
+            value: VALUE.into(),
+            hosts: vec!["api.example.com".into(), "localhost:8080".into()],
+            apply: Apply::Header {
+                name: "X-Key".into(),
+                format: "{value}".into(),
+            },
+            tools: Some(vec!["fetch".into()]),
+        }]))
+    }
+
+    use std::sync::Arc;
+
+    #[test]
+    fn every_encoding_at_every_alignment_is_redacted() {
+        let s = secrets();
+        let b64 = |e: &base64::engine::GeneralPurpose, prefix: &str| {
+            e.encode(format!("{prefix}{VALUE}").as_bytes())
+        };
+        for engine in [
+            &base64::engine::general_purpose::STANDARD,
+            &base64::engine::general_purpose::URL_SAFE,
+        ] {
+            for prefix in ["", "u", "us", "user:"] {
+                let text = format!("header: Basic {}.", b64(engine, prefix));
+                let clean = s.redact(&text);
+                assert!(clean.contains("[secret api]"), "{prefix:?}: {clean}");
+                // What is left of the encoding holds at most the two bytes
+                // on either side that share a group with other bytes.
+                let left = clean.split("[secret api]").map(str::len).sum::<usize>();
+                assert!(
+                    left <= "header: Basic .".len() + 8 + 4 * prefix.len(),
+                    "{clean}"
+                );
+            }
+        }
+        for text in [
+            "tok%2Fen%2Bwith%3Dodd%20chars%20123",
+            "tok%2fen%2bwith%3dodd%20chars%20123",
+            "tok%2Fen%2Bwith%3Dodd+chars+123",
+            VALUE,
+        ] {
+            assert_eq!(s.redact(&format!("a {text} b")), "a [secret api] b");
+        }
+        assert!(matches!(s.redact("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn injections_go_to_named_hosts_over_https_or_loopback_for_named_tools() {
+        let s = secrets();
+        let header = vec![Injection::Header {
+            name: "X-Key".into(),
+            value: VALUE.into(),
+        }];
+        assert_eq!(
+            s.injections("fetch", "https", "API.example.com", None),
+            header
+        );
+        assert_eq!(
+            s.injections("fetch", "http", "localhost", Some(8080)),
+            header
+        );
+        assert!(
+            s.injections("fetch", "http", "api.example.com", Some(80))
+                .is_empty()
+        );
+        assert!(
+            s.injections("fetch", "http", "localhost", Some(8081))
+                .is_empty()
+        );
+        assert!(
+            s.injections("other", "https", "api.example.com", None)
+                .is_empty()
+        );
+        assert!(
+            s.injections("fetch", "https", "x.api.example.com", None)
+                .is_empty()
+        );
+        assert!(
+            s.injections("fetch", "https", "api.example.com.evil", None)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn outputs_lose_the_secret_everywhere_and_changes_carrying_it_are_dropped() {
+        use crate::tool::{ContextChange, Message, Role};
+        let s = secrets();
+        let mut output = ToolOutput::text(format!("got {VALUE}"));
+        output.content.push(ContentBlock::Json(
+            serde_json::json!({VALUE: [VALUE, 1], "k": "x"}),
+        ));
+        output.structured = Some(serde_json::json!({"v": VALUE}));
+        output.messages.push(Message {
+            role: Role::User,
+            text: VALUE.into(),
+        });
+        output.changes.push(ContextChange::SetEnv {
+            name: "K".into(),
+            value: VALUE.into(),
+        });
+        output.changes.push(ContextChange::SetEnv {
+            name: "OK".into(),
+            value: "fine".into(),
+        });
+        s.redact_output(&mut output);
+        let all = serde_json::to_string(&output).unwrap();
+        assert!(!all.contains(VALUE), "{all}");
+        assert_eq!(
+            output.content[0],
+            ContentBlock::Text("got [secret api]".into())
+        );
+        assert_eq!(
+            output.content[1],
+            ContentBlock::Json(serde_json::json!({"[secret api]": ["[secret api]", 1], "k": "x"}))
+        );
+        assert_eq!(output.changes.len(), 1, "{:?}", output.changes);
+        assert!(format!("{s:?}").contains("api") && !format!("{s:?}").contains(VALUE));
+    }
+
+    proptest! {
+        /// However a stream is cut into chunks, the redactor gives what
+        /// redacting it whole gives.
+        #[test]
+        fn a_stream_redacts_as_a_whole(
+            before in "[a-z ]{0,40}",
+            after in "[a-z ]{0,40}",
+            cuts in proptest::collection::vec(0usize..120, 0..8),
+        ) {
+            let s = secrets();
+            let b64 = base64::engine::general_purpose::STANDARD.encode(VALUE);
+            let text = format!("{before}{VALUE}{after}{b64}{before}");
+            let mut cuts = cuts.into_iter().map(|c| c.min(text.len())).collect::<Vec<_>>();
+            cuts.sort();
+            let mut redactor = Redactor::new(s.clone());
+            let mut out = Vec::new();
+            let mut at = 0;
+            for cut in cuts.into_iter().chain([text.len()]) {
+                out.extend(redactor.push(&text.as_bytes()[at..cut]));
+                at = cut;
+            }
+            out.extend(redactor.finish());
+            prop_assert_eq!(String::from_utf8(out).unwrap(), s.redact(&text).into_owned());
+        }
+    }
+
+    fn config(toml: &str) -> Config {
+        Config::from_toml(toml, None).unwrap()
+    }
+
+    fn refused(toml: &str) -> String {
+        Secrets::load(&config(toml)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn misconfigurations_are_refused_naming_the_secret() {
+        let dir = std::env::temp_dir().join(format!("airlock-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "long-enough-value\n").unwrap();
+        let short = dir.join("short");
+        std::fs::write(&short, "short\n").unwrap();
+        let grant = "[tools.fetch]\nnetwork = [\"api.example.com\"]\n";
+        let ok = format!("{grant}[secrets.s]\nfile = {file:?}\nhosts = [\"api.example.com\"]\n");
+        let loaded = Secrets::load(&config(&ok)).unwrap();
+        assert_eq!(
+            loaded.injections("fetch", "https", "api.example.com", None),
+            [Injection::Header {
+                name: "Authorization".into(),
+                value: "Bearer long-enough-value".into()
+            }]
+        );
+        for (toml, expected) in [
+            (
+                format!("{grant}[secrets.s]\nfile = {file:?}\nhosts = [\"*.example.com\"]\n"),
+                "never to a wildcard",
+            ),
+            (
+                format!("{grant}[secrets.s]\nfile = {file:?}\nhosts = [\"other.example.com\"]\n"),
+                "no tool may reach other.example.com",
+            ),
+            (
+                format!("{grant}[secrets.s]\nfile = {short:?}\nhosts = [\"api.example.com\"]\n"),
+                "shorter than 8 bytes",
+            ),
+            (
+                format!("{grant}[secrets.s]\nhosts = [\"api.example.com\"]\n"),
+                "exactly one of `env` and `file`",
+            ),
+            (
+                format!(
+                    "{grant}[secrets.s]\nfile = {file:?}\nhosts = [\"api.example.com\"]\n\
+                     query = \"k\"\nheader = \"X\"\n"
+                ),
+                "not both",
+            ),
+            (
+                format!(
+                    "{grant}[secrets.s]\nfile = {file:?}\nhosts = [\"api.example.com\"]\n\
+                     format = \"Bearer\"\n"
+                ),
+                "has no `{value}`",
+            ),
+            (
+                format!(
+                    "{grant}[secrets.s]\nfile = {file:?}\nhosts = [\"api.example.com\"]\n\
+                     tools = [\"other\"]\n"
+                ),
+                "no tool may reach api.example.com",
+            ),
+            (
+                format!(
+                    "{grant}env = [\"TOKEN\"]\n[secrets.s]\nenv = \"TOKEN\"\n\
+                     hosts = [\"api.example.com\"]\n"
+                ),
+                "tools.fetch.env grants: the tool could read it",
+            ),
+            (
+                format!(
+                    "{grant}[secrets.s]\nenv = \"AIRLOCK_TEST_UNSET_TOKEN\"\n\
+                     hosts = [\"api.example.com\"]\n"
+                ),
+                "$AIRLOCK_TEST_UNSET_TOKEN is not set",
+            ),
+        ] {
+            let message = refused(&toml);
+            assert!(
+                message.contains("secrets.s: ") && message.contains(expected),
+                "{expected}: {message}"
+            );
+            assert!(!message.contains("long-enough-value"), "{message}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
