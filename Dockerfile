@@ -30,4 +30,7 @@ ENV AIRLOCK_CONFIG=/etc/airlock/airlock.toml \
 USER 10001:10001
 EXPOSE 8080
 ENTRYPOINT ["airlock"]
-CMD ["mcp", "--http", "0.0.0.0:8080"]
+# A container's loopback is reachable by nobody else, so it listens on every
+# address. Configure [auth] in airlock.toml (OAuth access tokens) and drop
+# --insecure-no-auth, unless what stands in front of it authenticates.
+CMD ["mcp", "--http", "0.0.0.0:8080", "--insecure-no-auth"]

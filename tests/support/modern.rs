@@ -91,6 +91,8 @@ impl Reply {
 pub struct Connection {
     stream: BufReader<TcpStream>,
     addr: String,
+    /// The `Authorization` header's value, sent with every request.
+    pub authorization: Option<String>,
 }
 
 impl Connection {
@@ -101,6 +103,7 @@ impl Connection {
         Connection {
             stream: BufReader::new(stream),
             addr: addr.to_owned(),
+            authorization: None,
         }
     }
 
@@ -117,6 +120,9 @@ impl Connection {
         );
         if let Some(name) = message["params"]["name"].as_str() {
             request.push_str(&format!("Mcp-Name: {name}\r\n"));
+        }
+        if let Some(authorization) = &self.authorization {
+            request.push_str(&format!("Authorization: {authorization}\r\n"));
         }
         request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
         self.stream
@@ -167,7 +173,9 @@ impl Connection {
         // The server ends the connection after this reply (nginx does
         // after `keepalive_requests`): the next request opens another.
         if header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close")) {
+            let authorization = self.authorization.take();
             *self = Connection::open(&self.addr.clone());
+            self.authorization = authorization;
         }
         let body = String::from_utf8_lossy(&body).into_owned();
         let id = &message["id"];

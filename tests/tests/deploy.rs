@@ -279,5 +279,5 @@ fn the_dockerfile_builds_with_the_pinned_toolchain_and_runs_unprivileged() {
         assert!(root.join(source).is_file(), "{line}: no {source}");
     }
     assert!(run_stage.contains(r#"ENTRYPOINT ["airlock"]"#));
-    assert!(run_stage.contains(r#"CMD ["mcp", "--http", "0.0.0.0:8080"]"#));
+    assert!(run_stage.contains(r#"CMD ["mcp", "--http", "0.0.0.0:8080", "--insecure-no-auth"]"#));
 }

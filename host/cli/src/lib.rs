@@ -231,6 +231,9 @@ enum Command {
         /// With --http: a host name clients reach the server by (the Host header), beside 127.0.0.1, localhost and ::1: the name of a load balancer or Service. Repeat for more. Other Host headers get 403 (DNS rebinding).
         #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
         allow_hosts: Vec<String>,
+        /// With --http on an address other than loopback: serve without requiring access tokens ([auth] in airlock.toml), so anyone who reaches the address can call the tools.
+        #[arg(long, requires = "http")]
+        insecure_no_auth: bool,
     },
 }
 
@@ -444,6 +447,8 @@ async fn run(cli: Cli) -> ExitCode {
     }
     #[cfg(feature = "mcp")]
     let serves_mcp = matches!(cli.command, Command::Mcp { .. });
+    #[cfg(feature = "mcp")]
+    let auth = config.auth.clone();
     #[cfg(not(feature = "mcp"))]
     let serves_mcp = false;
     // A server answers its client at once: the bundled tools are listed
@@ -504,16 +509,42 @@ async fn run(cli: Cli) -> ExitCode {
             idle_timeout,
             max_sessions,
             allow_hosts,
+            insecure_no_auth,
         } => {
+            let auth = match (&auth, http) {
+                (Some(auth), Some(_)) => match airlock_mcp::auth::Authenticator::new(auth).await {
+                    Ok(auth) => {
+                        let auth = Arc::new(auth);
+                        let warming = auth.clone();
+                        tokio::spawn(async move { warming.warm().await });
+                        Some(auth)
+                    }
+                    Err(e) => {
+                        eprintln!("airlock: {e:#}");
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
+                },
+                (None, Some(addr)) if !addr.ip().is_loopback() && !insecure_no_auth => {
+                    eprintln!(
+                        "airlock: {addr} is not a loopback address, and no [auth] is configured: \
+                         anyone who reaches it could call the tools. Configure [auth] in \
+                         airlock.toml (OAuth access tokens), or pass --insecure-no-auth if \
+                         something in front of it authenticates"
+                    );
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+                _ => None,
+            };
             let host = airlock_mcp::McpHost::new(airlock);
             let served = match http {
                 None => host.serve_stdio().await,
                 Some(addr) => match tokio::net::TcpListener::bind(addr).await {
                     Ok(listener) => {
-                        if !addr.ip().is_loopback() {
+                        if !addr.ip().is_loopback() && auth.is_none() {
                             eprintln!(
-                                "airlock: warning: {addr} is not a loopback address: anyone \
-                                 who can reach it can call the tools"
+                                "airlock: warning: {addr} is not a loopback address and \
+                                 --insecure-no-auth is given: anyone who can reach it can call \
+                                 the tools"
                             );
                         }
                         if let Ok(bound) = listener.local_addr() {
@@ -525,6 +556,7 @@ async fn run(cli: Cli) -> ExitCode {
                                 .then(|| Duration::from_secs(idle_timeout)),
                             max_sessions: max_sessions as usize,
                             allowed_hosts: allow_hosts,
+                            auth,
                         };
                         host.serve_http(listener, &options).await
                     }

@@ -13,6 +13,11 @@ mod support;
 
 #[path = "../../../tests/support/guests.rs"]
 mod guests;
+/// The auth tests' MCP 2026-07-28 client (the rest of it is the stateless
+/// suite's).
+#[path = "../../../tests/support/modern.rs"]
+#[allow(dead_code)]
+mod modern;
 
 use airlock_host::bundled::BUNDLED;
 use std::collections::HashMap;
@@ -567,6 +572,8 @@ impl Drop for HttpServer {
 struct Http {
     reader: std::io::BufReader<std::net::TcpStream>,
     session: Option<String>,
+    /// The `Authorization` header's value, sent with every request.
+    authorization: Option<String>,
 }
 
 /// A response: its status, headers (lower-case names) and body.
@@ -601,6 +608,7 @@ impl Http {
         Http {
             reader: std::io::BufReader::new(stream),
             session: None,
+            authorization: None,
         }
     }
 
@@ -616,6 +624,9 @@ impl Http {
         );
         if let Some(session) = &self.session {
             head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        if let Some(authorization) = &self.authorization {
+            head.push_str(&format!("Authorization: {authorization}\r\n"));
         }
         let request = format!("{head}\r\n{body}");
         self.reader.get_mut().write_all(request.as_bytes()).unwrap();
@@ -1459,4 +1470,466 @@ fn tasks_reach_the_python_sdk() {
     let workspace = tempfile::tempdir().unwrap();
     let out = python_client("tasks.py", &[&workspace.path().canonicalize().unwrap()]);
     println!("{out}");
+}
+
+/// The audience and issuer of the tests' access tokens.
+const RESOURCE: &str = "https://mcp.test/mcp";
+const ISSUER: &str = "https://auth.test";
+
+/// A signing key of the tests' authorization server, and its JWK.
+struct SigningKey {
+    kid: String,
+    alg: jsonwebtoken::Algorithm,
+    encoding: jsonwebtoken::EncodingKey,
+    jwk: serde_json::Value,
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The RSA key in `tests/fixtures/auth-test-rsa.der` (a test key, PKCS#1:
+/// ring cannot make RSA keys), for RS256.
+fn rsa_key(kid: &str) -> SigningKey {
+    let der = include_bytes!("fixtures/auth-test-rsa.der");
+    let pair = ring::signature::RsaKeyPair::from_der(der).unwrap();
+    let public: ring::rsa::PublicKeyComponents<Vec<u8>> = pair.public().into();
+    SigningKey {
+        kid: kid.into(),
+        alg: jsonwebtoken::Algorithm::RS256,
+        encoding: jsonwebtoken::EncodingKey::from_rsa_der(der),
+        jwk: serde_json::json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+                                "n": b64url(&public.n), "e": b64url(&public.e)}),
+    }
+}
+
+/// A fresh P-256 key, for ES256.
+fn ec_key(kid: &str) -> SigningKey {
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    let pair =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+    let point = pair.public_key().as_ref();
+    SigningKey {
+        kid: kid.into(),
+        alg: jsonwebtoken::Algorithm::ES256,
+        encoding: jsonwebtoken::EncodingKey::from_ec_der(pkcs8.as_ref()),
+        jwk: serde_json::json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig",
+                                "alg": "ES256", "x": b64url(&point[1..33]),
+                                "y": b64url(&point[33..65])}),
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A token signed by `key`: for [`RESOURCE`], from [`ISSUER`], for
+/// `alice`, with the scope `mcp:tools`, for five minutes, with `changes`
+/// on top (a null removes a claim).
+fn token(key: &SigningKey, changes: serde_json::Value) -> String {
+    let mut claims = serde_json::json!({
+        "iss": ISSUER, "aud": RESOURCE, "sub": "alice", "client_id": "test-client",
+        "iat": now(), "exp": now() + 300, "scope": "mcp:tools",
+    });
+    for (name, value) in changes.as_object().unwrap() {
+        if value.is_null() {
+            claims.as_object_mut().unwrap().remove(name);
+        } else {
+            claims[name] = value.clone();
+        }
+    }
+    let mut header = jsonwebtoken::Header::new(key.alg);
+    header.kid = Some(key.kid.clone());
+    jsonwebtoken::encode(&header, &claims, &key.encoding).unwrap()
+}
+
+/// A loopback server answering every request with the JWKS it holds now
+/// (or, when `hang`, never answering); counts the requests.
+struct JwksServer {
+    url: String,
+    keys: std::sync::Arc<std::sync::Mutex<serde_json::Value>>,
+    fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl JwksServer {
+    fn start(keys: &[&SigningKey], hang: bool) -> JwksServer {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+        let server = JwksServer {
+            url,
+            keys: std::sync::Arc::default(),
+            fetches: std::sync::Arc::default(),
+        };
+        server.serve(keys);
+        let (held, fetches) = (server.keys.clone(), server.fetches.clone());
+        std::thread::spawn(move || {
+            let mut hung = Vec::new();
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if hang {
+                    hung.push(stream);
+                    continue;
+                }
+                let mut reader = std::io::BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = held.lock().unwrap().to_string();
+                let _ = reader.get_mut().write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            }
+        });
+        server
+    }
+
+    /// From now on, the JWKS holds `keys`.
+    fn serve(&self, keys: &[&SigningKey]) {
+        *self.keys.lock().unwrap() = serde_json::json!({
+            "keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()
+        });
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// `airlock mcp --http` with `[auth]` taking tokens for [`RESOURCE`] from
+/// [`ISSUER`] with the scope `mcp:tools`, keys from `jwks`.
+fn auth_server(home: &Path, jwks: &str) -> HttpServer {
+    let config = home.join("airlock.toml");
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("notes.txt"), "one\n").unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "workspace = {workspace:?}\n\
+             [permissions]\ndefault_mode = \"acceptEdits\"\n\
+             [auth]\nresource = \"{RESOURCE}\"\nissuers = [\"{ISSUER}\"]\n\
+             jwks_url = \"{jwks}\"\nscopes = [\"mcp:tools\"]\njwks_refresh_secs = 1\n"
+        ),
+    )
+    .unwrap();
+    HttpServer::start(home, &["--config", config.to_str().unwrap()], |_| {})
+}
+
+/// The challenge every refusal carries.
+const CHALLENGE: &str = "Bearer resource_metadata=\"https://mcp.test/.well-known/\
+                         oauth-protected-resource/mcp\", scope=\"mcp:tools\"";
+
+/// What an `initialize` with `authorization` gets: the status, and the
+/// `WWW-Authenticate` header.
+fn initialize_with(server: &HttpServer, authorization: Option<String>) -> (u16, String) {
+    let mut http = Http::connect(server.addr);
+    http.authorization = authorization;
+    let reply = http.open_session(0);
+    let challenge = reply
+        .headers
+        .get("www-authenticate")
+        .cloned()
+        .unwrap_or_default();
+    (reply.status, challenge)
+}
+
+fn bearer(token: &str) -> Option<String> {
+    Some(format!("Bearer {token}"))
+}
+
+/// MCP's authorization: the protected resource metadata says where to get
+/// a token; a request without a valid one gets 401 with the challenge
+/// (and why, for a token that fails), one without the scope 403; RS256
+/// and ES256 tokens from the JWKS URL are taken, a rotated key is fetched,
+/// and a token of a key rotated out is refused.
+#[test]
+fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
+    let home = tempfile::tempdir().unwrap();
+    let (rsa, ec, next) = (rsa_key("rsa-1"), ec_key("ec-1"), ec_key("ec-2"));
+    let jwks = JwksServer::start(&[&rsa, &ec], false);
+    let server = auth_server(home.path(), &jwks.url);
+
+    let mut http = Http::connect(server.addr);
+    let reply = http.request("GET", "/.well-known/oauth-protected-resource/mcp", "");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&reply.body).unwrap(),
+        serde_json::json!({
+            "resource": RESOURCE, "authorization_servers": [ISSUER],
+            "bearer_methods_supported": ["header"], "scopes_supported": ["mcp:tools"],
+            "resource_signing_alg_values_supported": ["RS256", "ES256"],
+        })
+    );
+    assert_eq!(initialize_with(&server, None), (401, CHALLENGE.to_string()));
+    let invalid = |why: &str| {
+        (
+            401,
+            format!("{CHALLENGE}, error=\"invalid_token\", error_description=\"{why}\""),
+        )
+    };
+    for (authorization, why) in [
+        (
+            "Basic YWxpY2U6cHc=".to_string(),
+            "the Authorization header is not `Bearer TOKEN`",
+        ),
+        (
+            "Bearer".to_string(),
+            "the Authorization header is not `Bearer TOKEN`",
+        ),
+        ("Bearer not.a.jwt".to_string(), "the token is not a JWT"),
+        (
+            format!("Bearer {}", "a".repeat(9000)),
+            "the token is too long",
+        ),
+        (
+            format!(
+                "Bearer {}",
+                token(&rsa, serde_json::json!({"aud": "https://other.test/mcp"}))
+            ),
+            "the token is for another audience",
+        ),
+        (
+            format!(
+                "Bearer {}",
+                token(&ec, serde_json::json!({"exp": now() - 120}))
+            ),
+            "the token has expired",
+        ),
+        (
+            format!(
+                "Bearer {}",
+                token(&ec, serde_json::json!({"nbf": now() + 120}))
+            ),
+            "the token is not valid yet",
+        ),
+        (
+            format!(
+                "Bearer {}",
+                token(&rsa, serde_json::json!({"iss": "https://evil.test"}))
+            ),
+            "the token is from an issuer this server does not trust",
+        ),
+        (
+            format!("Bearer {}", token(&rsa, serde_json::json!({"sub": null}))),
+            "the token lacks a claim (exp, iss, aud and sub are required)",
+        ),
+        (
+            // The same key id, another key.
+            format!("Bearer {}", token(&ec_key("ec-1"), serde_json::json!({}))),
+            "the token's signature does not verify",
+        ),
+    ] {
+        assert_eq!(
+            initialize_with(&server, Some(authorization.clone())),
+            invalid(why),
+            "{authorization:.60}"
+        );
+    }
+    // An HMAC token keyed with the RSA key's public modulus: the classic
+    // algorithm confusion.
+    let hmac = jsonwebtoken::encode(
+        &jsonwebtoken::Header {
+            kid: Some("rsa-1".into()),
+            ..jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256)
+        },
+        &serde_json::json!({"iss": ISSUER, "aud": RESOURCE, "sub": "mallory", "exp": now() + 60}),
+        &jsonwebtoken::EncodingKey::from_secret(rsa.jwk["n"].as_str().unwrap().as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(
+        initialize_with(&server, bearer(&hmac)),
+        invalid("the token's algorithm is not taken")
+    );
+    assert_eq!(
+        initialize_with(
+            &server,
+            bearer(&token(&rsa, serde_json::json!({"scope": "other"})))
+        ),
+        (403, format!("{CHALLENGE}, error=\"insufficient_scope\""))
+    );
+
+    // Valid tokens: a session opens and serves.
+    for key in [&rsa, &ec] {
+        let mut http = Http::connect(server.addr);
+        http.authorization = bearer(&token(key, serde_json::json!({})));
+        http.initialize();
+        let reply = http.request(
+            "POST",
+            "/mcp",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert!(
+            !reply.message()["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+        // The session is its opener's: without a token it is not served,
+        // and another caller's valid token does not reach it.
+        http.authorization = None;
+        assert_eq!(http.ping(2).status, 401);
+        http.authorization = bearer(&token(key, serde_json::json!({"sub": "bob"})));
+        assert_eq!(http.ping(3).status, 404);
+        http.authorization = bearer(&token(key, serde_json::json!({})));
+        assert_eq!(http.ping(4).status, 200);
+    }
+
+    // MCP 2026-07-28 calls that name no context run in their caller's own
+    // default context: bob's edit does not pass on alice's read.
+    let file = home.path().join("workspace/notes.txt");
+    let file = file.to_str().unwrap();
+    let as_user = |sub: &str| {
+        let mut connection = modern::Connection::open(&server.addr.to_string());
+        connection.authorization = bearer(&token(&rsa, serde_json::json!({"sub": sub})));
+        connection
+    };
+    let (mut alice, mut bob) = (as_user("alice"), as_user("bob"));
+    let edit = serde_json::json!({"file_path": file, "old_string": "one", "new_string": "two"});
+    let reply = alice.post(&modern::call(
+        1,
+        "read",
+        serde_json::json!({"file_path": file}),
+        modern::Cx::Default,
+    ));
+    assert!(
+        modern::text(&reply.message).contains("one"),
+        "{}",
+        reply.message
+    );
+    let reply = bob.post(&modern::call(2, "edit", edit.clone(), modern::Cx::Default));
+    assert!(
+        modern::text(&reply.message).contains("has not been read"),
+        "{}",
+        reply.message
+    );
+    let reply = alice.post(&modern::call(3, "edit", edit, modern::Cx::Default));
+    assert_eq!(
+        reply.message["result"]["isError"], false,
+        "{}",
+        reply.message
+    );
+
+    // The keys rotate: a token of the new key makes the server fetch the
+    // JWKS again; one of the key rotated out is refused from then on.
+    let old = token(&ec, serde_json::json!({}));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    jwks.serve(&[&next]);
+    let fetched = jwks.fetches();
+    assert_eq!(
+        initialize_with(&server, bearer(&token(&next, serde_json::json!({})))).0,
+        200
+    );
+    assert_eq!(jwks.fetches(), fetched + 1);
+    assert_eq!(
+        initialize_with(&server, bearer(&old)),
+        invalid("the token is signed by no key this server trusts")
+    );
+    // Tokens naming unknown keys do not make it fetch again and again.
+    for _ in 0..5 {
+        let ghost = token(&ec_key("ghost"), serde_json::json!({}));
+        assert_eq!(initialize_with(&server, bearer(&ghost)).0, 401);
+    }
+    assert!(jwks.fetches() <= fetched + 2, "{} fetches", jwks.fetches());
+    let stderr = server.stderr.lock().unwrap().clone();
+    assert!(!stderr.contains(&old), "a token reached the log: {stderr}");
+}
+
+/// A JWKS URL that never answers: tokens are refused (401) once the fetch
+/// times out, and the server goes on serving.
+#[test]
+fn a_hanging_jwks_url_refuses_tokens_and_serves_on() {
+    let home = tempfile::tempdir().unwrap();
+    let key = ec_key("ec-1");
+    let jwks = JwksServer::start(&[&key], true);
+    let server = auth_server(home.path(), &jwks.url);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        initialize_with(&server, bearer(&token(&key, serde_json::json!({})))),
+        (
+            401,
+            format!(
+                "{CHALLENGE}, error=\"invalid_token\", error_description=\"the token is signed by \
+                 no key this server trusts\""
+            )
+        )
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    let mut http = Http::connect(server.addr);
+    assert_eq!(http.request("GET", "/health", "").status, 200);
+    assert!(
+        server
+            .stderr
+            .lock()
+            .unwrap()
+            .contains("fetching the JWKS from"),
+        "the failure is logged"
+    );
+}
+
+/// Serving beyond loopback without `[auth]` is refused unless the operator
+/// says so.
+#[test]
+fn serving_beyond_loopback_needs_auth_or_insecure_no_auth() {
+    let home = tempfile::tempdir().unwrap();
+    let out = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home.path())
+        .args(["mcp", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "the configuration's exit code");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no [auth] is configured") && stderr.contains("--insecure-no-auth"),
+        "{stderr}"
+    );
+    let mut child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home.path())
+        .args(["mcp", "--http", "0.0.0.0:0", "--insecure-no-auth"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(first.contains("--insecure-no-auth is given"), "{first}");
+}
+
+/// The Python SDK with a bearer token (an `httpx` client with the header):
+/// served; with none, or one for another audience, refused with the
+/// challenge, whose metadata URL is served.
+#[test]
+fn the_python_sdk_calls_with_a_bearer_token_and_is_refused_without() {
+    let home = tempfile::tempdir().unwrap();
+    let key = rsa_key("rsa-1");
+    let jwks = JwksServer::start(&[&key], false);
+    let server = auth_server(home.path(), &jwks.url);
+    let url = format!("http://{}/mcp", server.addr);
+    let good = token(&key, serde_json::json!({}));
+    let wrong = token(&key, serde_json::json!({"aud": "https://other.test/mcp"}));
+    let file = home.path().join("workspace/notes.txt");
+    let out = python_client(
+        "auth_client.py",
+        &[Path::new(&url), Path::new(&good), Path::new(&wrong), &file],
+    );
+    assert_eq!(
+        out,
+        "bearer token: served\nno token: 401\nanother audience: 401\nmetadata: served\n"
+    );
 }

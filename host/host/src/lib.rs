@@ -28,9 +28,9 @@ pub use airlock_mcp_client as mcp_client;
 /// (`airlock.toml`, with Claude Code's hooks and settings).
 pub mod config {
     pub use airlock_core::config::{
-        ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig, MountConfig,
-        SecretConfig, ToolConfig, ToolSearchMode, TrustRule, approvals_file, default_cache_dir,
-        default_sdk_dir, default_tool_dir, hooks, settings,
+        AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig,
+        MountConfig, SecretConfig, ToolConfig, ToolSearchMode, TrustRule, approvals_file,
+        default_cache_dir, default_sdk_dir, default_tool_dir, hooks, settings,
     };
 }
 

@@ -52,6 +52,7 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+pub mod auth;
 mod lines;
 mod sse;
 mod stateless;
@@ -226,6 +227,8 @@ impl McpHost {
             compiled: self.compiled.clone(),
             max_body,
             max_sessions: options.max_sessions.max(1),
+            auth: options.auth.clone(),
+            owners: Mutex::default(),
         });
         let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
         let mut backoff = ACCEPT_BACKOFF_MIN;
@@ -272,7 +275,7 @@ impl McpHost {
 }
 
 /// The limits of [`McpHost::serve_http`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct HttpOptions {
     /// Connections served at once; more wait to be accepted until one
     /// closes.
@@ -288,6 +291,9 @@ pub struct HttpOptions {
     /// beside the loopback names: a load balancer's or a Service's. Any
     /// other gets 403 (a DNS rebinding defence).
     pub allowed_hosts: Vec<String>,
+    /// The access tokens `/mcp` requires, when it requires any
+    /// ([`auth::Authenticator`]).
+    pub auth: Option<Arc<auth::Authenticator>>,
 }
 
 impl Default for HttpOptions {
@@ -298,6 +304,7 @@ impl Default for HttpOptions {
             session_idle: Some(Duration::from_secs(300)),
             max_sessions: 1024,
             allowed_hosts: Vec::new(),
+            auth: None,
         }
     }
 }
@@ -314,6 +321,9 @@ struct HttpFront {
     compiled: Arc<AtomicBool>,
     max_body: usize,
     max_sessions: usize,
+    auth: Option<Arc<auth::Authenticator>>,
+    /// Who opened each session (an [`auth::Identity::key`]), with auth.
+    owners: Mutex<HashMap<String, String>>,
 }
 
 impl HttpFront {
@@ -321,7 +331,13 @@ impl HttpFront {
         &self,
         request: http::Request<hyper::body::Incoming>,
     ) -> http::Response<HttpBody> {
-        match request.uri().path() {
+        let path = request.uri().path();
+        if let Some(auth) = &self.auth
+            && auth.metadata_paths().iter().any(|p| p == path)
+        {
+            return json_response(http::StatusCode::OK, &auth.metadata());
+        }
+        match path {
             MCP_PATH => {}
             HEALTH_PATH => return plain(http::StatusCode::OK, "ok"),
             READY_PATH if self.compiled.load(Ordering::Acquire) => {
@@ -340,10 +356,86 @@ impl HttpFront {
                 );
             }
         }
-        match *request.method() {
+        let mut request = request;
+        let mut caller = None;
+        if let Some(auth) = &self.auth {
+            let checked = auth
+                .check(request.headers().get(http::header::AUTHORIZATION))
+                .await;
+            match checked {
+                Ok(identity) => {
+                    // The token goes no further than this check.
+                    request.headers_mut().remove(http::header::AUTHORIZATION);
+                    caller = Some(identity.key());
+                    request.extensions_mut().insert(identity);
+                }
+                Err(rejection) => return refused(auth, &rejection),
+            }
+        }
+        let session = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        // A session is its opener's: another caller's token does not
+        // reach it (nor learns that it exists).
+        if let (Some(caller), Some(session)) = (&caller, &session)
+            && lock(&self.owners)
+                .get(session)
+                .is_some_and(|owner| owner != caller)
+        {
+            return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
+        }
+        let method = request.method().clone();
+        let response = match method {
             http::Method::POST => self.post(request).await,
             http::Method::DELETE => self.delete(request).await,
             _ => self.service.handle(request).await,
+        };
+        if let Some(caller) = caller {
+            self.record_owner(session, caller, &method, &response).await;
+        }
+        response
+    }
+
+    /// Notes who opened a session (a response handing out an id to a
+    /// request that named none), and forgets a deleted one; ids of
+    /// sessions that ended otherwise go when the list outgrows the cap.
+    async fn record_owner(
+        &self,
+        session: Option<String>,
+        caller: String,
+        method: &http::Method,
+        response: &http::Response<HttpBody>,
+    ) {
+        match session {
+            Some(session) if *method == http::Method::DELETE && response.status().is_success() => {
+                lock(&self.owners).remove(&session);
+            }
+            Some(_) => {}
+            None => {
+                let Some(opened) = response
+                    .headers()
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+                else {
+                    return;
+                };
+                let full = {
+                    let mut owners = lock(&self.owners);
+                    owners.insert(opened.to_owned(), caller);
+                    owners.len() > self.max_sessions * 2
+                };
+                if full {
+                    let ids: Vec<String> = lock(&self.owners).keys().cloned().collect();
+                    for id in ids {
+                        let id = SessionId::from(id);
+                        if !self.sessions.inner.has_session(&id).await.unwrap_or(true) {
+                            lock(&self.owners).remove(id.as_ref());
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -462,6 +554,54 @@ fn plain(status: http::StatusCode, text: &str) -> http::Response<HttpBody> {
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    response
+}
+
+/// Who sent the request `context` belongs to, when the server requires
+/// access tokens ([`auth::Authenticator`]).
+pub(crate) fn identity(context: &RequestContext<RoleServer>) -> Option<&auth::Identity> {
+    context
+        .extensions
+        .get::<http::request::Parts>()?
+        .extensions
+        .get::<auth::Identity>()
+}
+
+/// `value` as a JSON response.
+fn json_response(status: http::StatusCode, value: &serde_json::Value) -> http::Response<HttpBody> {
+    let mut response = plain(status, &value.to_string());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The 401 (no token, or one that does not verify) or 403 (a valid token
+/// without the scopes needed) for a request `auth` refused, with the
+/// challenge that tells the client where to get a token.
+fn refused(auth: &auth::Authenticator, rejection: &auth::Rejection) -> http::Response<HttpBody> {
+    let (status, text) = match rejection {
+        auth::Rejection::Missing => (
+            http::StatusCode::UNAUTHORIZED,
+            "Unauthorized: this server needs an OAuth access token (Authorization: Bearer)"
+                .to_string(),
+        ),
+        auth::Rejection::Invalid(why) => (
+            http::StatusCode::UNAUTHORIZED,
+            format!("Unauthorized: {why}"),
+        ),
+        auth::Rejection::InsufficientScope => (
+            http::StatusCode::FORBIDDEN,
+            "Forbidden: the token lacks a scope this server needs".to_string(),
+        ),
+    };
+    let mut response = plain(status, &text);
+    if let Ok(challenge) = http::HeaderValue::from_str(&auth.challenge(rejection)) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
     response
 }
 

@@ -191,7 +191,10 @@ impl McpServer {
             None => waiting(entering, &context.ct, &closed).await?,
         };
         let loaded = match named {
-            Named::Default => contexts.load_default(&mut cx).await,
+            Named::Default => {
+                let owner = crate::identity(&context).map(crate::auth::Identity::key);
+                contexts.load_default(&mut cx, owner.as_deref()).await
+            }
             Named::Fresh => contexts.load(None, &mut cx).await,
             Named::Id(id) => contexts.load(Some(id), &mut cx).await,
         }

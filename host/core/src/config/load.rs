@@ -55,6 +55,9 @@ impl Config {
                 fix(file);
             }
         }
+        if let Some(file) = config.auth.as_mut().and_then(|a| a.jwks_file.as_mut()) {
+            fix(file);
+        }
         if let Some(dir) = &mut config.results_dir {
             fix(dir);
         }

@@ -114,6 +114,71 @@ pub struct Config {
     /// requests ([`crate::secrets`]).
     #[serde(default)]
     pub secrets: BTreeMap<String, SecretConfig>,
+    /// `[auth]`: OAuth 2.1 bearer tokens `airlock mcp --http` requires
+    /// (see [`AuthConfig`]); none when absent.
+    pub auth: Option<AuthConfig>,
+}
+
+/// `[auth]`: `airlock mcp --http` as an OAuth 2.1 resource server. Every
+/// request to `/mcp` needs a JWT access token (`Authorization: Bearer`)
+/// signed by a key of the JWKS, issued by one of `issuers`, for this
+/// server (`aud` is `resource`), unexpired, carrying every scope of
+/// `scopes`; `/.well-known/oauth-protected-resource` tells clients where
+/// to get one.
+///
+/// ```
+/// use airlock_core::config::Config;
+/// let config = Config::from_toml(r#"
+///     [auth]
+///     resource = "https://mcp.example.com/mcp"
+///     issuers = ["https://auth.example.com"]
+///     jwks_url = "https://auth.example.com/.well-known/jwks.json"
+///     scopes = ["mcp:tools"]
+/// "#, None).unwrap();
+/// let auth = config.auth.unwrap();
+/// assert_eq!(auth.algorithms, ["RS256", "ES256"]);
+/// assert_eq!((auth.leeway_secs, auth.jwks_refresh_secs), (30, 30));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// This server's URI as its clients reach it, such as
+    /// `https://mcp.example.com/mcp`: every token's audience (RFC 8707).
+    pub resource: String,
+    /// The authorization servers whose tokens are taken: a token's `iss`
+    /// must be one of them.
+    pub issuers: Vec<String>,
+    /// Where the signing keys are: a JWKS URL (HTTPS, or HTTP to a
+    /// loopback host), fetched at start and again for an unknown key id.
+    pub jwks_url: Option<String>,
+    /// Or a JWKS file, read at start.
+    pub jwks_file: Option<PathBuf>,
+    /// The signature algorithms taken (RS256, RS384, RS512, PS256, PS384,
+    /// PS512, ES256, ES384, EdDSA; never `none` or an HMAC).
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<String>,
+    /// Scopes every token must carry (all of them).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds.
+    #[serde(default = "default_leeway")]
+    pub leeway_secs: u64,
+    /// The least time between two fetches of `jwks_url` for a token whose
+    /// key id is not held (a rotated key), in seconds.
+    #[serde(default = "default_jwks_refresh")]
+    pub jwks_refresh_secs: u64,
+}
+
+fn default_jwks_refresh() -> u64 {
+    30
+}
+
+fn default_algorithms() -> Vec<String> {
+    vec!["RS256".into(), "ES256".into()]
+}
+
+fn default_leeway() -> u64 {
+    30
 }
 
 /// `[secrets.NAME]`: a credential the host adds to the outgoing requests a
@@ -448,6 +513,7 @@ impl Default for Config {
             trust: Vec::new(),
             contexts: ContextsConfig::default(),
             secrets: BTreeMap::new(),
+            auth: None,
         }
     }
 }

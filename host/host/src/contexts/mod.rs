@@ -147,13 +147,13 @@ impl std::fmt::Debug for Contexts {
     }
 }
 
-/// A context as a call loaded it: its id (none for a fresh one), whether it
-/// is the default context, and its fields then, which [`Contexts::save`]
-/// compares the changed context with.
+/// A context as a call loaded it: its id (none for a fresh one), the
+/// store's name for it when it is a default context, and its fields then,
+/// which [`Contexts::save`] compares the changed context with.
 #[derive(Debug)]
 pub struct Loaded {
     id: Option<String>,
-    default: bool,
+    default: Option<String>,
     before: Fields,
 }
 
@@ -168,7 +168,7 @@ impl Loaded {
 const ID_PREFIX: &str = "ctx_";
 
 /// The store's name for the default context (not the shape of an id, so
-/// no client can name it).
+/// no client can name it); an owner's is this, `:` and the owner.
 const DEFAULT_ID: &str = "default";
 
 impl Contexts {
@@ -208,7 +208,7 @@ impl Contexts {
         let Some(id) = id else {
             return Ok(Loaded {
                 id: None,
-                default: false,
+                default: None,
                 before: cx.to_fields(),
             });
         };
@@ -231,18 +231,28 @@ impl Contexts {
         // restore left out is removed by the next save that writes.
         Ok(Loaded {
             id: Some(id.to_string()),
-            default: false,
+            default: None,
             before: fields,
         })
     }
 
     /// Restores the default context into `cx` (a fresh context of the
     /// host): the one calls share when they name no context. It always
-    /// exists: until a call changes it, it is a fresh context.
-    pub async fn load_default(&self, cx: &mut ToolContext) -> Result<Loaded, ContextError> {
+    /// exists: until a call changes it, it is a fresh context. With an
+    /// `owner` (an authenticated caller, as an opaque key), it is that
+    /// owner's default context, shared with no other.
+    pub async fn load_default(
+        &self,
+        cx: &mut ToolContext,
+        owner: Option<&str>,
+    ) -> Result<Loaded, ContextError> {
+        let key = match owner {
+            Some(owner) => format!("{DEFAULT_ID}:{owner}"),
+            None => DEFAULT_ID.to_string(),
+        };
         let fields = self
             .store
-            .load(DEFAULT_ID, self.ttl)
+            .load(&key, self.ttl)
             .await
             .map_err(|e| self.failed(e))?;
         let before = match fields {
@@ -252,10 +262,10 @@ impl Contexts {
             }
             None => cx.to_fields(),
         };
-        cx.set_tenant(DEFAULT_ID);
+        cx.set_tenant(&key);
         Ok(Loaded {
             id: None,
-            default: true,
+            default: Some(key),
             before,
         })
     }
@@ -281,10 +291,10 @@ impl Contexts {
             .filter(|k| !after.contains_key(*k))
             .cloned()
             .collect();
-        if loaded.default {
+        if let Some(key) = &loaded.default {
             if !set.is_empty() || !remove.is_empty() {
                 self.store
-                    .merge(DEFAULT_ID, &set, &remove, self.ttl)
+                    .merge(key, &set, &remove, self.ttl)
                     .await
                     .map_err(|e| self.failed(e))?;
             }

@@ -93,7 +93,7 @@ async fn the_default_context_is_shared_by_calls_that_name_none_and_kept_apart() 
     let contexts = memory();
     let mut first = fresh(&grants);
     let root = first.cwd().to_string();
-    let loaded = contexts.load_default(&mut first).await.unwrap();
+    let loaded = contexts.load_default(&mut first, None).await.unwrap();
     change(
         &grants,
         &mut first,
@@ -104,7 +104,7 @@ async fn the_default_context_is_shared_by_calls_that_name_none_and_kept_apart() 
     // A later call in the default context sees the cwd, and waits for an
     // instance slot in the same turn; a new context sees neither.
     let mut second = fresh(&grants);
-    contexts.load_default(&mut second).await.unwrap();
+    contexts.load_default(&mut second, None).await.unwrap();
     assert_eq!(second.cwd(), format!("{root}/sub"));
     assert_eq!(second.tenant(), first.tenant());
     let mut other = fresh(&grants);
@@ -127,6 +127,16 @@ async fn the_default_context_is_shared_by_calls_that_name_none_and_kept_apart() 
     contexts.load(Some(&id), &mut and_again).await.unwrap();
     assert_eq!(again.tenant(), and_again.tenant());
     assert_ne!(again.tenant(), first.tenant());
+
+    // An owner's default context is its own: it sees none of the shared
+    // one's changes, and takes its own turn.
+    let mut owned = fresh(&grants);
+    contexts
+        .load_default(&mut owned, Some("alice"))
+        .await
+        .unwrap();
+    assert_eq!(owned.cwd(), root);
+    assert_ne!(owned.tenant(), first.tenant());
 }
 
 #[tokio::test]
