@@ -170,7 +170,17 @@ async fn asks_go_to_the_prompter_and_answers_are_honoured() {
     let mut cx = airlock.context();
     let w = |name: &str| json!({"file_path": name, "content": "x"});
 
-    let r = call(&airlock, &mut cx, "write", w("yes.txt")).await;
+    // The question names who asked for the call, when a front end says.
+    let alice = airlock_host::Caller {
+        subject: "alice".into(),
+        client_id: Some("cli-1".into()),
+    };
+    let r = airlock
+        .call(
+            &mut cx,
+            ToolUse::new("w1", "write", w("yes.txt")).with_caller(Some(alice.clone())),
+        )
+        .await;
     ok_text(&r);
     assert_eq!(r.permission.as_ref().unwrap().source, DecisionSource::User);
     let r = call(&airlock, &mut cx, "write", w("no.txt")).await;
@@ -190,6 +200,8 @@ async fn asks_go_to_the_prompter_and_answers_are_honoured() {
         asked[0].reason
     );
     assert_eq!(asked[0].input["file_path"], "yes.txt");
+    assert_eq!(asked[0].caller, Some(alice));
+    assert_eq!(asked[1].caller, None);
     let denials = cx.denials();
     assert_eq!(denials.len(), 1);
     assert_eq!(denials[0].tool, "write");
@@ -401,7 +413,12 @@ async fn each_use_runs_in_an_execute_tool_span() {
     let r = airlock
         .call(
             &mut cx,
-            ToolUse::new("toolu_9", "read", json!({"file_path": "missing"})),
+            ToolUse::new("toolu_9", "read", json!({"file_path": "missing"})).with_caller(Some(
+                airlock_host::Caller {
+                    subject: "alice".into(),
+                    client_id: Some("cli-1".into()),
+                },
+            )),
         )
         .await;
     assert!(r.is_error());
@@ -423,6 +440,8 @@ async fn each_use_runs_in_an_execute_tool_span() {
         Some("execute_tool")
     );
     assert_eq!(get("gen_ai.tool.name").as_deref(), Some("read"));
+    assert_eq!(get("enduser.id").as_deref(), Some("alice"));
+    assert_eq!(get("airlock.client_id").as_deref(), Some("cli-1"));
     assert_eq!(get("airlock.permission.decision").as_deref(), Some("allow"));
     assert_eq!(get("error.type").as_deref(), Some("ENOENT"));
     assert!(get("airlock.duration_ms").is_some());

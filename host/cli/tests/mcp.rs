@@ -1612,6 +1612,11 @@ impl JwksServer {
 /// `airlock mcp --http` with `[auth]` taking tokens for [`RESOURCE`] from
 /// [`ISSUER`] with the scope `mcp:tools`, keys from `jwks`.
 fn auth_server(home: &Path, jwks: &str) -> HttpServer {
+    auth_server_with(home, jwks, "scopes = [\"mcp:tools\"]\n")
+}
+
+/// [`auth_server`] with `auth` (TOML) in `[auth]` instead of its scope.
+fn auth_server_with(home: &Path, jwks: &str, auth: &str) -> HttpServer {
     let config = home.join("airlock.toml");
     let workspace = home.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -1622,7 +1627,7 @@ fn auth_server(home: &Path, jwks: &str) -> HttpServer {
             "workspace = {workspace:?}\n\
              [permissions]\ndefault_mode = \"acceptEdits\"\n\
              [auth]\nresource = \"{RESOURCE}\"\nissuers = [\"{ISSUER}\"]\n\
-             jwks_url = \"{jwks}\"\nscopes = [\"mcp:tools\"]\njwks_refresh_secs = 1\n"
+             jwks_url = \"{jwks}\"\njwks_refresh_secs = 1\n{auth}"
         ),
     )
     .unwrap();
@@ -1931,5 +1936,95 @@ fn the_python_sdk_calls_with_a_bearer_token_and_is_refused_without() {
     assert_eq!(
         out,
         "bearer token: served\nno token: 401\nanother audience: 401\nmetadata: served\n"
+    );
+}
+
+/// `[auth.tool_scopes]`: a token sees and calls only its scopes' tools
+/// (a read-only scope: only tools declared read-only); a call outside them
+/// is refused with 403 naming the scope that gives it (step-up), and a
+/// token with none of the scopes is refused outright.
+#[test]
+fn scopes_decide_which_tools_a_caller_sees_and_calls() {
+    let home = tempfile::tempdir().unwrap();
+    let key = ec_key("ec-1");
+    let jwks = JwksServer::start(&[&key], false);
+    let server = auth_server_with(
+        home.path(),
+        &jwks.url,
+        "[auth.tool_scopes.\"tools:read\"]\nread_only = true\n\
+         [auth.tool_scopes.\"tools:write\"]\ntools = [\"edit\", \"write\"]\n",
+    );
+    let file = home.path().join("workspace/notes.txt");
+    let file = file.to_str().unwrap();
+    let session = |scope: &str| {
+        let mut http = Http::connect(server.addr);
+        http.authorization = bearer(&token(&key, serde_json::json!({"scope": scope})));
+        http.initialize();
+        http
+    };
+    let names = |http: &mut Http| {
+        let reply = http.request(
+            "POST",
+            "/mcp",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        );
+        let mut names: Vec<String> = reply.message()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    let call = |http: &mut Http, tool: &str, arguments: serde_json::Value| {
+        http.request("POST", "/mcp", &call_line(7, tool, arguments))
+    };
+
+    let mut reader = session("tools:read");
+    let seen = names(&mut reader);
+    assert!(
+        seen.contains(&"read".to_string()) && seen.contains(&"grep".to_string()),
+        "{seen:?}"
+    );
+    for hidden in ["edit", "write", "bash"] {
+        assert!(!seen.contains(&hidden.to_string()), "{hidden} in {seen:?}");
+    }
+    let reply = call(&mut reader, "read", serde_json::json!({"file_path": file}));
+    assert_eq!(reply.status, 200);
+    assert!(call_text(&reply.message()).0.contains("one"));
+    let edit = serde_json::json!({"file_path": file, "old_string": "one", "new_string": "two"});
+    let reply = call(&mut reader, "edit", edit.clone());
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert_eq!(
+        reply.headers["www-authenticate"],
+        "Bearer resource_metadata=\"https://mcp.test/.well-known/oauth-protected-resource/mcp\", \
+         scope=\"tools:write\", error=\"insufficient_scope\""
+    );
+    assert_eq!(
+        std::fs::read_to_string(file).unwrap(),
+        "one\n",
+        "nothing ran"
+    );
+
+    let mut writer = session("tools:read tools:write");
+    let seen = names(&mut writer);
+    assert!(
+        seen.contains(&"edit".to_string()) && !seen.contains(&"bash".to_string()),
+        "{seen:?}"
+    );
+    call(&mut writer, "read", serde_json::json!({"file_path": file}));
+    let reply = call(&mut writer, "edit", edit);
+    assert!(!call_text(&reply.message()).1, "{}", reply.body);
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "two\n");
+
+    assert_eq!(
+        initialize_with(&server, bearer(&token(&key, serde_json::json!({"scope": "other"})))),
+        (
+            403,
+            "Bearer resource_metadata=\"https://mcp.test/.well-known/oauth-protected-resource/mcp\", \
+             scope=\"tools:read tools:write\", error=\"insufficient_scope\""
+                .to_string()
+        )
     );
 }

@@ -19,6 +19,10 @@ pub struct ToolUse {
     pub name: String,
     /// The input.
     pub input: Value,
+    /// Who asked for it, when a front end authenticated them (never read
+    /// from a model's output).
+    #[serde(skip)]
+    pub caller: Option<Caller>,
 }
 
 impl ToolUse {
@@ -28,6 +32,39 @@ impl ToolUse {
             id: id.into(),
             name: name.into(),
             input,
+            caller: None,
+        }
+    }
+
+    /// This use, asked for by `caller`.
+    pub fn with_caller(mut self, caller: Option<Caller>) -> Self {
+        self.caller = caller;
+        self
+    }
+}
+
+/// Who asked for a tool use, as a front end authenticated them (over MCP:
+/// an OAuth access token's subject and client). It goes into the use's
+/// `execute_tool` span (`enduser.id`) and its permission question.
+///
+/// ```
+/// use airlock_host::Caller;
+/// let caller = Caller { subject: "alice".into(), client_id: Some("claude-code".into()) };
+/// assert_eq!(caller.to_string(), "alice (client claude-code)");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    /// The subject (a user or a service).
+    pub subject: String,
+    /// The client it used, when known.
+    pub client_id: Option<String>,
+}
+
+impl std::fmt::Display for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.client_id {
+            Some(client) => write!(f, "{} (client {client})", self.subject),
+            None => f.write_str(&self.subject),
         }
     }
 }

@@ -29,8 +29,8 @@ pub use airlock_mcp_client as mcp_client;
 pub mod config {
     pub use airlock_core::config::{
         AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig,
-        MountConfig, SecretConfig, ToolConfig, ToolSearchMode, TrustRule, approvals_file,
-        default_cache_dir, default_sdk_dir, default_tool_dir, hooks, settings,
+        MountConfig, ScopeTools, SecretConfig, ToolConfig, ToolSearchMode, TrustRule,
+        approvals_file, default_cache_dir, default_sdk_dir, default_tool_dir, hooks, settings,
     };
 }
 
@@ -99,7 +99,7 @@ pub use airlock_core::tool::{
     ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput,
 };
 pub use airlock_engine::{Engine, WasmTool};
-pub use call::{CallControl, PermissionRecord, ToolResult, ToolUse};
+pub use call::{CallControl, Caller, PermissionRecord, ToolResult, ToolUse};
 pub use context::{Completed, Denial, READ_FILE_CACHE, ToolContext};
 pub use executor::{Calls, Executor, ExecutorEvent, ExecutorHandle, UseEvents};
 pub use pipeline::prompt::{

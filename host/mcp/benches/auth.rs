@@ -94,6 +94,7 @@ fn bench(c: &mut Criterion) {
         jwks_file: Some(jwks),
         algorithms: vec!["RS256".into(), "ES256".into()],
         scopes: vec!["mcp:tools".into()],
+        tool_scopes: Default::default(),
         leeway_secs: 30,
         jwks_refresh_secs: 30,
     };

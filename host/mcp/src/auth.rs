@@ -42,6 +42,14 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Who this is, as a tool use records it.
+    pub fn caller(&self) -> airlock_host::Caller {
+        airlock_host::Caller {
+            subject: self.subject.clone(),
+            client_id: self.client_id.clone(),
+        }
+    }
+
     /// A short key naming this caller (its issuer and subject) and no
     /// other: what its own default context and its sessions are bound to.
     pub fn key(&self) -> String {
@@ -61,8 +69,33 @@ pub enum Rejection {
     /// A token that is malformed or fails verification: 401
     /// `invalid_token`, with what was wrong.
     Invalid(String),
-    /// A valid token without the scopes needed: 403 `insufficient_scope`.
-    InsufficientScope,
+    /// A valid token without the scopes needed (these): 403
+    /// `insufficient_scope`.
+    InsufficientScope(Vec<String>),
+}
+
+/// The tools one caller may see and call, by its scopes
+/// (`[auth.tool_scopes]`): the union of what each of its scopes gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolView {
+    /// Per scope the caller holds: tool names (`*`: all), and whether only
+    /// tools declared read-only.
+    grants: Vec<(Vec<String>, bool)>,
+}
+
+impl ToolView {
+    /// Whether the caller may see and call the tool `d` describes.
+    pub fn allows(&self, d: &airlock_host::Descriptor) -> bool {
+        self.grants
+            .iter()
+            .any(|(tools, read_only)| grants(tools, *read_only, d))
+    }
+}
+
+/// Whether a scope giving `tools` (read-only when `read_only`) gives `d`.
+fn grants(tools: &[String], read_only: bool, d: &airlock_host::Descriptor) -> bool {
+    tools.iter().any(|t| t == "*" || *t == d.name)
+        && (!read_only || d.flags.contains(airlock_host::SafetyFlags::READ_ONLY))
 }
 
 /// The keys of the JWKS, by key id.
@@ -219,18 +252,62 @@ impl Authenticator {
             "bearer_methods_supported": ["header"],
             "resource_signing_alg_values_supported": self.config.algorithms,
         });
-        if !self.config.scopes.is_empty() {
-            metadata["scopes_supported"] = serde_json::json!(self.config.scopes);
+        let supported = self.supported_scopes();
+        if !supported.is_empty() {
+            metadata["scopes_supported"] = serde_json::json!(supported);
         }
         metadata
+    }
+
+    /// Every scope this server knows: those every token needs, then those
+    /// that give tools.
+    fn supported_scopes(&self) -> Vec<String> {
+        let mut scopes = self.config.scopes.clone();
+        scopes.extend(self.config.tool_scopes.keys().cloned());
+        scopes
+    }
+
+    /// What `identity` may see and call: `None` when no scope decides it
+    /// (every tool).
+    pub fn view(&self, identity: &Identity) -> Option<ToolView> {
+        if self.config.tool_scopes.is_empty() {
+            return None;
+        }
+        Some(ToolView {
+            grants: self
+                .config
+                .tool_scopes
+                .iter()
+                .filter(|(scope, _)| identity.scopes.contains(scope))
+                .map(|(_, given)| (given.tools.clone(), given.read_only))
+                .collect(),
+        })
+    }
+
+    /// The scopes that would let a caller call the tool `d` describes
+    /// (with those every token needs), for the step-up challenge.
+    pub fn scopes_for(&self, d: &airlock_host::Descriptor) -> Vec<String> {
+        let mut scopes = self.config.scopes.clone();
+        scopes.extend(
+            self.config
+                .tool_scopes
+                .iter()
+                .filter(|(_, given)| grants(&given.tools, given.read_only, d))
+                .map(|(scope, _)| scope.clone()),
+        );
+        scopes
     }
 
     /// The `WWW-Authenticate` value for `rejection` (RFC 6750 §3, with
     /// RFC 9728's `resource_metadata`).
     pub fn challenge(&self, rejection: &Rejection) -> String {
         let mut value = format!("Bearer resource_metadata=\"{}\"", self.metadata_url);
-        if !self.config.scopes.is_empty() {
-            value.push_str(&format!(", scope=\"{}\"", self.config.scopes.join(" ")));
+        let scopes = match rejection {
+            Rejection::InsufficientScope(needed) => needed.clone(),
+            _ => self.supported_scopes(),
+        };
+        if !scopes.is_empty() {
+            value.push_str(&format!(", scope=\"{}\"", scopes.join(" ")));
         }
         match rejection {
             Rejection::Missing => {}
@@ -238,7 +315,7 @@ impl Authenticator {
                 ", error=\"invalid_token\", error_description=\"{}\"",
                 why.replace(['"', '\\'], "'")
             )),
-            Rejection::InsufficientScope => value.push_str(", error=\"insufficient_scope\""),
+            Rejection::InsufficientScope(_) => value.push_str(", error=\"insufficient_scope\""),
         }
         value
     }
@@ -308,8 +385,11 @@ impl Authenticator {
             (None, Some(scp)) => scp,
             (None, None) => Vec::new(),
         };
-        if !self.config.scopes.iter().all(|s| scopes.contains(s)) {
-            return Err(Rejection::InsufficientScope);
+        let tool_scopes = &self.config.tool_scopes;
+        if !self.config.scopes.iter().all(|s| scopes.contains(s))
+            || (!tool_scopes.is_empty() && !tool_scopes.keys().any(|s| scopes.contains(s)))
+        {
+            return Err(Rejection::InsufficientScope(self.supported_scopes()));
         }
         let identity = Identity {
             issuer: claims.iss,

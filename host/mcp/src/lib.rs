@@ -228,6 +228,7 @@ impl McpHost {
             max_body,
             max_sessions: options.max_sessions.max(1),
             auth: options.auth.clone(),
+            tools: self.tools.clone(),
             owners: Mutex::default(),
         });
         let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
@@ -322,6 +323,8 @@ struct HttpFront {
     max_body: usize,
     max_sessions: usize,
     auth: Option<Arc<auth::Authenticator>>,
+    /// The host's tools, for the scopes a call needs.
+    tools: watch::Receiver<Airlock>,
     /// Who opened each session (an [`auth::Identity::key`]), with auth.
     owners: Mutex<HashMap<String, String>>,
 }
@@ -367,6 +370,9 @@ impl HttpFront {
                     // The token goes no further than this check.
                     request.headers_mut().remove(http::header::AUTHORIZATION);
                     caller = Some(identity.key());
+                    if let Some(view) = auth.view(&identity) {
+                        request.extensions_mut().insert(view);
+                    }
                     request.extensions_mut().insert(identity);
                 }
                 Err(rejection) => return refused(auth, &rejection),
@@ -396,6 +402,28 @@ impl HttpFront {
             self.record_owner(session, caller, &method, &response).await;
         }
         response
+    }
+
+    /// The scopes a `tools/call` in `body` (a message or a batch) needs
+    /// when `view` does not give its tool.
+    fn outside_view(
+        &self,
+        body: &[u8],
+        view: &auth::ToolView,
+        auth: &auth::Authenticator,
+    ) -> Option<Vec<String>> {
+        let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let messages = match &message {
+            serde_json::Value::Array(batch) => batch.iter().collect(),
+            one => vec![one],
+        };
+        let airlock = self.tools.borrow();
+        messages
+            .into_iter()
+            .filter(|m| m["method"] == "tools/call")
+            .filter_map(|m| airlock.registry().get(m["params"]["name"].as_str()?))
+            .find(|entry| !view.allows(entry.descriptor()))
+            .map(|entry| auth.scopes_for(entry.descriptor()))
     }
 
     /// Notes who opened a session (a response handing out an id to a
@@ -508,6 +536,13 @@ impl HttpFront {
         if let Some(task) = tasks::requested(&bytes) {
             parts.extensions.insert(task);
         }
+        // A call of a tool the caller's scopes do not give is refused
+        // here, naming the scopes that would (step-up authorization).
+        if let (Some(auth), Some(view)) = (&self.auth, parts.extensions.get::<auth::ToolView>())
+            && let Some(needed) = self.outside_view(&bytes, view, auth)
+        {
+            return refused(auth, &auth::Rejection::InsufficientScope(needed));
+        }
         // A request without a session may open one: it takes a place
         // under the cap first, given back unless a session was opened
         // (then it is given back when the session ends).
@@ -567,6 +602,16 @@ pub(crate) fn identity(context: &RequestContext<RoleServer>) -> Option<&auth::Id
         .get::<auth::Identity>()
 }
 
+/// The tools the request's caller may see and call, when its scopes
+/// decide ([`auth::ToolView`]).
+fn tool_view(context: &RequestContext<RoleServer>) -> Option<&auth::ToolView> {
+    context
+        .extensions
+        .get::<http::request::Parts>()?
+        .extensions
+        .get::<auth::ToolView>()
+}
+
 /// `value` as a JSON response.
 fn json_response(status: http::StatusCode, value: &serde_json::Value) -> http::Response<HttpBody> {
     let mut response = plain(status, &value.to_string());
@@ -591,7 +636,7 @@ fn refused(auth: &auth::Authenticator, rejection: &auth::Rejection) -> http::Res
             http::StatusCode::UNAUTHORIZED,
             format!("Unauthorized: {why}"),
         ),
-        auth::Rejection::InsufficientScope => (
+        auth::Rejection::InsufficientScope(_) => (
             http::StatusCode::FORBIDDEN,
             "Forbidden: the token lacks a scope this server needs".to_string(),
         ),
@@ -1234,8 +1279,14 @@ impl PermissionPrompter for McpPrompter {
                     .with_default(false)
             })
             .build_unchecked();
+        let asked_by = request.caller.as_ref().map_or(String::new(), |caller| {
+            format!(
+                " for {}",
+                sanitize::clean_capped(&caller.to_string(), Sink::Line, 200)
+            )
+        });
         let message = format!(
-            "airlock: {} wants to run ({}).\nInput: {}",
+            "airlock: {} wants to run{asked_by} ({}).\nInput: {}",
             request.tool_name,
             sanitize::clean_capped(&request.reason, Sink::Line, 300),
             sanitize::clean_capped(&request.input.to_string(), Sink::Line, 500),
@@ -1445,7 +1496,10 @@ impl ServerHandler for McpServer {
         } else {
             self.tools()
         };
-        let entries = listed(&tools, &lock(&self.session.found));
+        let mut entries = listed(&tools, &lock(&self.session.found));
+        if let Some(view) = tool_view(&context) {
+            entries.retain(|e| view.allows(e.descriptor()));
+        }
         let cursor = request.and_then(|r| r.cursor);
         let (start, end, next) = page(entries.len(), cursor.as_deref())?;
         let listed = entries[start..end]
@@ -1569,6 +1623,19 @@ impl ServerHandler for McpServer {
         // Without a turn (a transport other than this module's), the call
         // goes in as soon as its handler runs.
         let received = context.extensions.remove::<Received>();
+        if let Some(view) = tool_view(&context) {
+            let given = self
+                .session
+                .host
+                .tools
+                .borrow()
+                .registry()
+                .get(&request.name)
+                .is_none_or(|e| view.allows(e.descriptor()));
+            if !given {
+                return Err(no_such_tool(&request.name));
+            }
+        }
         if stateless::is_stateless(&context.meta) {
             return self.call_stateless(request, context, received).await;
         }
@@ -1593,10 +1660,10 @@ impl ServerHandler for McpServer {
             count: 0.0,
         });
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let mut events =
-            session
-                .executor()
-                .submit(ToolUse::new(id.clone(), request.name.as_ref(), input));
+        let mut events = session.executor().submit(
+            ToolUse::new(id.clone(), request.name.as_ref(), input)
+                .with_caller(identity(&context).map(auth::Identity::caller)),
+        );
         if let Some(received) = received {
             received.turn.take();
         }

@@ -214,7 +214,8 @@ impl McpServer {
             cancel: cancel.clone(),
         };
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let tool_use = ToolUse::new(use_id, request.name.as_ref(), input);
+        let tool_use = ToolUse::new(use_id, request.name.as_ref(), input)
+            .with_caller(crate::identity(&context).map(crate::auth::Identity::caller));
         let mut abandoned = None;
         let result = {
             let call = airlock.call_with(&mut cx, tool_use, control);

@@ -160,6 +160,12 @@ pub struct AuthConfig {
     /// Scopes every token must carry (all of them).
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// `[auth.tool_scopes."SCOPE"]`: which tools a token with that scope
+    /// sees and may call. With none, every token sees every tool; with
+    /// some, a token sees the union of its scopes' tools, and one with none
+    /// of them is refused.
+    #[serde(default)]
+    pub tool_scopes: BTreeMap<String, ScopeTools>,
     /// Clock skew allowed on `exp` and `nbf`, in seconds.
     #[serde(default = "default_leeway")]
     pub leeway_secs: u64,
@@ -171,6 +177,41 @@ pub struct AuthConfig {
 
 fn default_jwks_refresh() -> u64 {
     30
+}
+
+/// The tools one scope gives (`[auth.tool_scopes."SCOPE"]`).
+///
+/// ```
+/// use airlock_core::config::Config;
+/// let config = Config::from_toml(r#"
+///     [auth]
+///     resource = "https://mcp.example.com/mcp"
+///     issuers = ["https://auth.example.com"]
+///     jwks_file = "/etc/airlock/jwks.json"
+///     [auth.tool_scopes."tools:read"]
+///     read_only = true
+///     [auth.tool_scopes."tools:write"]
+///     tools = ["edit", "write", "bash"]
+/// "#, None).unwrap();
+/// let scopes = &config.auth.unwrap().tool_scopes;
+/// assert_eq!(scopes["tools:read"].tools, ["*"]);
+/// assert!(scopes["tools:read"].read_only && !scopes["tools:write"].read_only);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeTools {
+    /// Tool names (`*`: every tool).
+    #[serde(default = "every_tool")]
+    pub tools: Vec<String>,
+    /// Only the tools declared read-only (whose every call runs with
+    /// read-only grants); a tool that decides per call (such as `bash`)
+    /// needs a scope without this.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+fn every_tool() -> Vec<String> {
+    vec!["*".into()]
 }
 
 fn default_algorithms() -> Vec<String> {

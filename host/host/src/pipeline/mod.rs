@@ -26,7 +26,7 @@ mod validate;
 
 pub use validate::check_schema;
 
-use crate::call::{CallControl, PermissionRecord, ToolResult, ToolUse};
+use crate::call::{CallControl, Caller, PermissionRecord, ToolResult, ToolUse};
 use crate::context::{Completed, Denial, ToolContext};
 use crate::policy::{self, DecisionSource, Verdict};
 use crate::registry::Entry;
@@ -214,7 +214,7 @@ pub async fn execute(
     control: CallControl,
 ) -> Completed {
     let name = prepared.name().to_string();
-    let span = telemetry::span(&name, prepared.id());
+    let span = telemetry::span(&name, prepared.id(), prepared.tool_use.caller.as_ref());
     let Prepared {
         tool_use,
         entry,
@@ -248,6 +248,7 @@ pub async fn execute(
                 result: &mut result,
                 span: &span,
                 ran_changes: Vec::new(),
+                caller: tool_use.caller.clone(),
             };
             let outcome = stages.run(tool_use.input).instrument(span.clone()).await;
             changes = std::mem::take(&mut stages.ran_changes);
@@ -294,6 +295,8 @@ struct Stages<'a> {
     span: &'a tracing::Span,
     /// Context changes of a call whose result was then blocked.
     ran_changes: Vec<ContextChange>,
+    /// Who asked for the use.
+    caller: Option<Caller>,
 }
 
 impl Stages<'_> {
@@ -471,6 +474,7 @@ impl Stages<'_> {
                     input: input.clone(),
                     reason,
                     flags,
+                    caller: self.caller.clone(),
                 };
                 let answer = tokio::select! {
                     answer = self.policy.prompter().ask(&request) => answer,

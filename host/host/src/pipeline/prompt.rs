@@ -1,6 +1,7 @@
 //! Asking the user: the question, the answer, and the prompter an
 //! embedder implements.
 
+use crate::call::Caller;
 use airlock_core::descriptor::SafetyFlags;
 use async_trait::async_trait;
 use serde::Serialize;
@@ -19,6 +20,8 @@ pub struct PermissionRequest {
     pub reason: String,
     /// The call's effective flags.
     pub flags: SafetyFlags,
+    /// Who asked for the call, when a front end authenticated them.
+    pub caller: Option<Caller>,
 }
 
 /// The user's answer.

@@ -2,19 +2,22 @@
 //! OpenTelemetry GenAI conventions: named `execute_tool {name}` (through
 //! `otel.name`; the `tracing` name is `execute_tool`), kind internal, with
 //! `gen_ai.operation.name`, `gen_ai.tool.name`, `gen_ai.tool.call.id`,
-//! `gen_ai.tool.type`, and, as they become known, the permission decision
+//! `gen_ai.tool.type`, who asked (`enduser.id`, `airlock.client_id`, when
+//! a front end authenticated them), and, as they become known, the
+//! permission decision
 //! and who made it, the duration, and `error.type` (the classified error).
 //! Inputs and outputs are never recorded.
 //!
 //! With the `otel` cargo feature, `otlp_layer` exports these spans over
 //! OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`.
 
+use crate::call::Caller;
 use airlock_core::error::CallError;
 use tracing::field::Empty;
 
 /// The span of one tool use.
-pub fn span(tool: &str, tool_use_id: &str) -> tracing::Span {
-    tracing::info_span!(
+pub fn span(tool: &str, tool_use_id: &str, caller: Option<&Caller>) -> tracing::Span {
+    let span = tracing::info_span!(
         "execute_tool",
         otel.name = %format!("execute_tool {tool}"),
         otel.kind = "internal",
@@ -23,11 +26,20 @@ pub fn span(tool: &str, tool_use_id: &str) -> tracing::Span {
         gen_ai.tool.name = %tool,
         gen_ai.tool.call.id = %tool_use_id,
         gen_ai.tool.type = "function",
+        enduser.id = Empty,
+        airlock.client_id = Empty,
         airlock.permission.decision = Empty,
         airlock.permission.source = Empty,
         airlock.duration_ms = Empty,
         error.type = Empty,
-    )
+    );
+    if let Some(caller) = caller {
+        span.record("enduser.id", caller.subject.as_str());
+        if let Some(client) = &caller.client_id {
+            span.record("airlock.client_id", client.as_str());
+        }
+    }
+    span
 }
 
 /// Records the permission decision (`allow` or `deny`) and who made it.
