@@ -73,9 +73,15 @@ async fn echo_server() -> (u16, Arc<Mutex<Vec<String>>>) {
                     base64::engine::general_purpose::STANDARD.encode(&head)
                 );
                 let auth = header("authorization").unwrap_or_default();
+                // Asked for, the echo claims to be compressed.
+                let encoding = if head.starts_with("GET /gzip") {
+                    "content-encoding: gzip\r\n"
+                } else {
+                    ""
+                };
                 let response = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-echo-authorization: \
-                     {auth}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                     {auth}\r\n{encoding}content-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = stream.write_all(response.as_bytes()).await;
@@ -320,6 +326,38 @@ async fn a_secret_for_other_tools_is_not_sent() {
         requests[0]
     );
     assert_clean("the request", &requests[0]);
+}
+
+/// A request carrying a secret asks for the response uncompressed and
+/// whole (no ranges); a compressed one, which redaction could not read,
+/// reaches the guest as an error.
+#[tokio::test]
+async fn a_response_that_could_hide_the_secret_is_not_handed_to_the_guest() {
+    let (port, seen) = echo_server().await;
+    let (second, _) = echo_server().await;
+    let (config, _secret_dir) = setup(port, SecretConfig::default());
+    let (airlock, _dir) = with_component(guests::EXFIL, config).await;
+    let mut cx = airlock.context();
+    let input = json!({"from": format!("127.0.0.1:{port}"), "path": "/gzip",
+                       "to": format!("localhost:{second}")});
+    let output = ok_text(
+        &airlock
+            .call(&mut cx, ToolUse::new("z", "exfil", input))
+            .await,
+    );
+    assert!(
+        output.contains("the request failed") && output.contains("compressed"),
+        "{output}"
+    );
+    assert_clean("the output", &output);
+    let requests = seen.lock().unwrap().clone();
+    assert!(
+        requests[0]
+            .to_ascii_lowercase()
+            .contains("accept-encoding: identity"),
+        "{}",
+        requests[0]
+    );
 }
 
 /// Misconfigurations are refused when the configuration is loaded, naming

@@ -1676,10 +1676,35 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
         serde_json::json!({
             "resource": RESOURCE, "authorization_servers": [ISSUER],
             "bearer_methods_supported": ["header"], "scopes_supported": ["mcp:tools"],
-            "resource_signing_alg_values_supported": ["RS256", "ES256"],
         })
     );
     assert_eq!(initialize_with(&server, None), (401, CHALLENGE.to_string()));
+    // Another scheme is no bearer token: the challenge alone; a bearer
+    // header without a token is a bad request (RFC 6750 §3.1).
+    assert_eq!(
+        initialize_with(&server, Some("Basic YWxpY2U6cHc=".into())),
+        (401, CHALLENGE.to_string())
+    );
+    assert_eq!(
+        initialize_with(&server, Some("Bearer".into())),
+        (
+            400,
+            format!(
+                "{CHALLENGE}, error=\"invalid_request\", error_description=\"the Authorization \
+                 header is not `Bearer TOKEN`\""
+            )
+        )
+    );
+    // A scope claim as a string (`scp`, as Entra ID sends it) or an array.
+    for scopes in [
+        serde_json::json!({"scope": null, "scp": "mcp:tools other"}),
+        serde_json::json!({"scope": ["mcp:tools"]}),
+    ] {
+        assert_eq!(
+            initialize_with(&server, bearer(&token(&rsa, scopes))).0,
+            200
+        );
+    }
     let invalid = |why: &str| {
         (
             401,
@@ -1687,14 +1712,6 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
         )
     };
     for (authorization, why) in [
-        (
-            "Basic YWxpY2U6cHc=".to_string(),
-            "the Authorization header is not `Bearer TOKEN`",
-        ),
-        (
-            "Bearer".to_string(),
-            "the Authorization header is not `Bearer TOKEN`",
-        ),
         ("Bearer not.a.jwt".to_string(), "the token is not a JWT"),
         (
             format!("Bearer {}", "a".repeat(9000)),

@@ -66,8 +66,9 @@ pub enum Injection {
     Query {
         /// The parameter's name.
         name: String,
-        /// The secret.
-        value: String,
+        /// The secret, percent-encoded for a query ([`QUERY_VALUE`]): the
+        /// very form redaction looks for.
+        encoded: String,
     },
 }
 
@@ -175,7 +176,8 @@ impl Secrets {
                 },
                 Apply::Query { name } => Injection::Query {
                     name: name.clone(),
-                    value: s.value.clone(),
+                    encoded: percent_encoding::utf8_percent_encode(&s.value, QUERY_VALUE)
+                        .to_string(),
                 },
             })
             .collect()
@@ -203,6 +205,14 @@ impl Secrets {
             }
             _ => Cow::Borrowed(bytes),
         }
+    }
+
+    /// Guest text for `sink`: cleaned first ([`crate::sanitize`]: so no
+    /// invisible character inside a value hides it), then redacted, then
+    /// capped at `max_chars` (so no cut leaves part of a value).
+    pub fn clean(&self, text: &str, sink: crate::sanitize::Sink, max_chars: usize) -> String {
+        let cleaned = crate::sanitize::clean(text, sink).text;
+        crate::sanitize::cap(&self.redact(&cleaned), max_chars)
     }
 
     /// [`Secrets::redact`] in place.
@@ -257,7 +267,12 @@ impl Secrets {
                     self.redact_in_place(name);
                     self.redact_json(definition);
                 }
-                ContentBlock::Image { .. } => {}
+                ContentBlock::Image { mime_type, data } => {
+                    self.redact_in_place(mime_type);
+                    if let Cow::Owned(clean) = self.redact_bytes(data) {
+                        *data = clean;
+                    }
+                }
             }
         }
         if let Some(structured) = &mut output.structured {
@@ -427,8 +442,14 @@ fn load_one(
             if sc.format.is_some() {
                 return Err(err("`format` is for a header, not a query parameter".into()));
             }
-            if query.is_empty() || !query.bytes().all(is_token_byte) {
-                return Err(err(format!("{query:?} is not a query parameter name")));
+            if query.is_empty()
+                || !query
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+            {
+                return Err(err(format!(
+                    "{query:?} is not a query parameter name (letters, digits, `-._~`)"
+                )));
             }
             Apply::Query {
                 name: query.clone(),
@@ -447,6 +468,15 @@ fn load_one(
             }
             if format.chars().any(char::is_control) {
                 return Err(err("the format holds a control character".into()));
+            }
+            if !value.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+                || !format.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+            {
+                return Err(err(
+                    "a header's value is printable ASCII: the value (or format) has other \
+                     characters (put it in a query parameter, which is percent-encoded)"
+                        .into(),
+                ));
             }
             Apply::Header {
                 name: header,
@@ -491,14 +521,24 @@ fn forms(value: &str) -> Vec<Vec<u8>> {
             }
         }
     }
-    let component = percent_encoding::utf8_percent_encode(value, COMPONENT).to_string();
-    forms.push(component.clone().into_bytes());
-    forms.push(lowercase_escapes(&component).into_bytes());
-    forms.push(component.replace("%20", "+").into_bytes());
+    for set in [COMPONENT, QUERY_VALUE] {
+        let encoded = percent_encoding::utf8_percent_encode(value, set).to_string();
+        forms.push(lowercase_escapes(&encoded).into_bytes());
+        forms.push(encoded.replace("%20", "+").into_bytes());
+        forms.push(encoded.into_bytes());
+    }
     forms.sort();
     forms.dedup();
     forms
 }
+
+/// How an injected query parameter's value is encoded: all but letters,
+/// digits and `-._~` (RFC 3986's unreserved characters).
+pub const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// What `encodeURIComponent` leaves alone: letters, digits and `-_.!~*'()`.
 const COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -620,6 +660,29 @@ mod tests {
             assert_eq!(s.redact(&format!("a {text} b")), "a [secret api] b");
         }
         assert!(matches!(s.redact("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_query_secret_is_sent_in_a_form_redaction_finds() {
+        let value = "it's(a)*secret!~";
+        let s = Secrets::from_list(vec![Secret {
+            name: "q".into(),
+            value: value.into(),
+            hosts: vec!["api.example.com".into()],
+            apply: Apply::Query { name: "key".into() },
+            tools: None,
+        }]);
+        let injections = s.injections("t", "https", "api.example.com", None);
+        let [Injection::Query { encoded, .. }] = &injections[..] else {
+            panic!("one query injection: {injections:?}")
+        };
+        assert_eq!(encoded, "it%27s%28a%29%2Asecret%21~");
+        assert_eq!(
+            s.redact(&format!(
+                "Location: https://api.example.com/x?key={encoded}"
+            )),
+            "Location: https://api.example.com/x?key=[secret q]"
+        );
     }
 
     #[test]

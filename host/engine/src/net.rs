@@ -58,9 +58,15 @@ impl NetHooks {
         self.refused.as_deref()
     }
 
-    /// `text` with the call's secrets taken out.
-    pub(crate) fn redact<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        self.secrets.redact(text)
+    /// Guest text for `sink`: cleaned, the call's secrets taken out,
+    /// capped ([`Secrets::clean`]).
+    pub(crate) fn clean(
+        &self,
+        text: &str,
+        sink: airlock_core::sanitize::Sink,
+        max: usize,
+    ) -> String {
+        self.secrets.clean(text, sink, max)
     }
 
     fn check(&self, request: &http::Request<WasiBody>) -> Result<(), String> {
@@ -109,13 +115,13 @@ impl WasiHttpHooks for NetHooks {
         let injected = if verdict.is_ok() && !self.secrets.is_empty() {
             inject(&self.secrets, &self.tool, &mut request)
         } else {
-            Ok(())
+            Ok(false)
         };
         let secrets = (!self.secrets.is_empty()).then(|| self.secrets.clone());
         let timeout = self.timeout;
         Box::new(async move {
             verdict.map_err(|_| HttpError::HttpRequestDenied)?;
-            injected?;
+            let injected = injected?;
             let mut options = options.unwrap_or_default();
             for t in [
                 &mut options.connect_timeout,
@@ -129,6 +135,19 @@ impl WasiHttpHooks for NetHooks {
                 wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
             let mut response = response.map(BodyExt::boxed_unsync);
             if let Some(secrets) = secrets {
+                // A compressed answer to a request carrying a secret could
+                // carry it back where redaction cannot see it.
+                let encoded = response
+                    .headers()
+                    .get(http::header::CONTENT_ENCODING)
+                    .is_some_and(|e| !e.as_bytes().eq_ignore_ascii_case(b"identity"));
+                if injected && encoded {
+                    return Err(HttpError::InternalError(Some(
+                        "the response to a request carrying a secret was compressed, which \
+                         Airlock cannot redact"
+                            .into(),
+                    )));
+                }
                 response = redact_response(response, secrets);
             }
             Ok((response, Box::new(io) as BoxedIo))
@@ -151,12 +170,25 @@ fn inject(
     secrets: &Secrets,
     tool: &str,
     request: &mut http::Request<WasiBody>,
-) -> Result<(), HttpError> {
+) -> Result<bool, HttpError> {
     let uri = request.uri();
     let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
-        return Ok(());
+        return Ok(false);
     };
-    for injection in secrets.injections(tool, scheme, host, port_of(uri)) {
+    let injections = secrets.injections(tool, scheme, host, port_of(uri));
+    if injections.is_empty() {
+        return Ok(false);
+    }
+    // The response must come whole and as it is, for redaction to see the
+    // secret wherever it is echoed: not compressed, not in ranges.
+    let headers = request.headers_mut();
+    headers.insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
+    headers.remove(http::header::RANGE);
+    headers.remove(http::header::IF_RANGE);
+    for injection in injections {
         match injection {
             Injection::Header { name, value } => {
                 let name = http::HeaderName::try_from(name.as_str())
@@ -165,7 +197,7 @@ fn inject(
                     .map_err(|_| HttpError::InternalError(None))?;
                 request.headers_mut().insert(name, value);
             }
-            Injection::Query { name, value } => {
+            Injection::Query { name, encoded } => {
                 let mut parts = request.uri().clone().into_parts();
                 let path_and_query = parts.path_and_query.as_ref().map_or("/", |pq| pq.as_str());
                 let (path, query) = path_and_query
@@ -177,10 +209,7 @@ fn inject(
                         !pair.is_empty() && pair.split('=').next() != Some(name.as_str())
                     })
                     .collect();
-                let added = format!(
-                    "{name}={}",
-                    percent_encoding::utf8_percent_encode(&value, QUERY_VALUE)
-                );
+                let added = format!("{name}={encoded}");
                 pairs.push(&added);
                 let rebuilt = format!("{path}?{}", pairs.join("&"));
                 parts.path_and_query = Some(
@@ -192,16 +221,8 @@ fn inject(
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
-
-/// What a query parameter's value escapes: all but letters, digits and
-/// `-._~`.
-const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
 
 /// The response with every secret taken out of its headers and body. Its
 /// `Content-Length` goes: a redaction changes the length.

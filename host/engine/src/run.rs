@@ -260,11 +260,8 @@ pub(crate) fn settle<T>(
             format!("the tool {what}; the call was stopped"),
         ));
     }
-    let stderr = sanitize::clean_capped(
-        state
-            .net
-            .redact(state.stderr.tail(STDERR_TAIL).trim())
-            .as_ref(),
+    let stderr = state.net.clean(
+        state.stderr.tail(STDERR_TAIL).trim(),
         Sink::Model,
         STDERR_TAIL,
     );

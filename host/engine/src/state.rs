@@ -15,7 +15,7 @@ use super::net::NetHooks;
 use super::pipe::CappedPipe;
 use airlock_core::config::Limits;
 use airlock_core::grants::{CallMount, normalize_guest, stamp_in};
-use airlock_core::sanitize::{self, Sink};
+use airlock_core::sanitize::Sink;
 use airlock_core::tool::{LogEvent, LogLevel, ProgressEvent, ProgressSink, ReadFiles};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -170,7 +170,7 @@ impl host::Host for HostState {
             .map(|f| f.clamp(0.0, 1.0));
         self.io.progress.send(ProgressEvent {
             tool_use_id: self.io.tool_use_id.clone(),
-            message: sanitize::clean_capped(&self.net.redact(&message), Sink::Line, 512),
+            message: self.net.clean(&message, Sink::Line, 512),
             fraction,
         });
         Ok(())
@@ -189,7 +189,7 @@ impl host::Host for HostState {
             );
             return Ok(());
         }
-        let message = sanitize::clean_capped(&self.net.redact(&message), Sink::Log, 4096);
+        let message = self.net.clean(&message, Sink::Log, 4096);
         let level = match level {
             host::LogLevel::Trace => {
                 tracing::trace!(tool, "{message}");

@@ -24,6 +24,9 @@ pub const MAX_TOKEN_BYTES: usize = 8 << 10;
 const JWKS_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest JWKS taken, in bytes.
 const MAX_JWKS_BYTES: usize = 1 << 20;
+/// How long keys fetched from a URL are trusted before the next token
+/// fetches them again (a key the authorization server retired goes).
+const MAX_KEY_AGE: Duration = Duration::from_secs(600);
 /// Tokens remembered as verified (a client sends the same token with
 /// every request until it expires).
 const VERIFIED_TOKENS: usize = 4096;
@@ -66,8 +69,11 @@ impl Identity {
 pub enum Rejection {
     /// No `Authorization` header: 401, no error code (RFC 6750 §3.1).
     Missing,
-    /// A token that is malformed or fails verification: 401
-    /// `invalid_token`, with what was wrong.
+    /// An `Authorization: Bearer` header that is not well formed: 400
+    /// `invalid_request` (RFC 6750 §3.1), with what was wrong.
+    Malformed(String),
+    /// A token that fails verification: 401 `invalid_token`, with what
+    /// was wrong.
     Invalid(String),
     /// A valid token without the scopes needed (these): 403
     /// `insufficient_scope`.
@@ -104,6 +110,8 @@ struct Keys {
     by_id: HashMap<String, (Jwk, DecodingKey)>,
     /// Keys without an id (taken when the token names none).
     anonymous: Vec<(Jwk, DecodingKey)>,
+    /// When they were fetched from the URL.
+    fetched: Option<Instant>,
 }
 
 /// Verifies access tokens for one server.
@@ -120,7 +128,14 @@ pub struct Authenticator {
     last_failure: Mutex<Option<String>>,
     /// Tokens already verified, by their BLAKE3, with their `exp`: checked
     /// again only for expiry. Emptied whenever the keys change.
-    verified: Mutex<lru::LruCache<[u8; 32], (Identity, u64)>>,
+    verified: Mutex<Verified>,
+}
+
+/// The verified tokens, and the generation of the keys they were verified
+/// with: a check that began under older keys does not add its token.
+struct Verified {
+    generation: u64,
+    tokens: lru::LruCache<[u8; 32], (Identity, u64)>,
 }
 
 #[derive(Deserialize)]
@@ -135,9 +150,27 @@ struct Claims {
     #[serde(default)]
     azp: Option<String>,
     #[serde(default)]
-    scope: Option<String>,
+    scope: Option<ScopeClaim>,
     #[serde(default)]
-    scp: Option<Vec<String>>,
+    scp: Option<ScopeClaim>,
+}
+
+/// A scope claim: a space-separated string (RFC 8693, and Entra ID's
+/// `scp`) or an array.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ScopeClaim {
+    Text(String),
+    List(Vec<String>),
+}
+
+impl ScopeClaim {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            ScopeClaim::Text(text) => text.split_whitespace().map(str::to_string).collect(),
+            ScopeClaim::List(list) => list,
+        }
+    }
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -221,9 +254,12 @@ impl Authenticator {
             refresh: tokio::sync::Mutex::default(),
             client,
             last_failure: Mutex::default(),
-            verified: Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(VERIFIED_TOKENS).expect("not zero"),
-            )),
+            verified: Mutex::new(Verified {
+                generation: 0,
+                tokens: lru::LruCache::new(
+                    std::num::NonZeroUsize::new(VERIFIED_TOKENS).expect("not zero"),
+                ),
+            }),
         };
         if let Some(file) = &config.jwks_file {
             let text = std::fs::read(file)
@@ -250,7 +286,6 @@ impl Authenticator {
             "resource": self.config.resource,
             "authorization_servers": self.config.issuers,
             "bearer_methods_supported": ["header"],
-            "resource_signing_alg_values_supported": self.config.algorithms,
         });
         let supported = self.supported_scopes();
         if !supported.is_empty() {
@@ -284,15 +319,16 @@ impl Authenticator {
         })
     }
 
-    /// The scopes that would let a caller call the tool `d` describes
-    /// (with those every token needs), for the step-up challenge.
+    /// The scopes a caller needs to call the tool `d` describes (those
+    /// every token needs, and the first that gives it), for the step-up
+    /// challenge, whose `scope` lists scopes all needed (RFC 6750 §3).
     pub fn scopes_for(&self, d: &airlock_host::Descriptor) -> Vec<String> {
         let mut scopes = self.config.scopes.clone();
         scopes.extend(
             self.config
                 .tool_scopes
                 .iter()
-                .filter(|(_, given)| grants(&given.tools, given.read_only, d))
+                .find(|(_, given)| grants(&given.tools, given.read_only, d))
                 .map(|(scope, _)| scope.clone()),
         );
         scopes
@@ -311,6 +347,10 @@ impl Authenticator {
         }
         match rejection {
             Rejection::Missing => {}
+            Rejection::Malformed(why) => value.push_str(&format!(
+                ", error=\"invalid_request\", error_description=\"{}\"",
+                why.replace(['"', '\\'], "'")
+            )),
             Rejection::Invalid(why) => value.push_str(&format!(
                 ", error=\"invalid_token\", error_description=\"{}\"",
                 why.replace(['"', '\\'], "'")
@@ -331,38 +371,55 @@ impl Authenticator {
         if header.len() > MAX_TOKEN_BYTES + "Bearer ".len() {
             return Err(invalid("the token is too long"));
         }
-        let header = header
-            .to_str()
-            .map_err(|_| invalid("the Authorization header is not ASCII"))?;
-        let (scheme, token) = header
-            .split_once(' ')
-            .ok_or_else(|| invalid("the Authorization header is not `Bearer TOKEN`"))?;
+        let malformed =
+            || Rejection::Malformed("the Authorization header is not `Bearer TOKEN`".into());
+        let header = header.to_str().map_err(|_| malformed())?;
+        let (scheme, token) = header.split_once(' ').unwrap_or((header, ""));
+        // Another scheme (Basic, say) is no bearer token at all: the
+        // challenge alone says what is needed (RFC 6750 §3.1).
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(Rejection::Missing);
+        }
         let token = token.trim();
-        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
-            return Err(invalid("the Authorization header is not `Bearer TOKEN`"));
+        if token.is_empty() || token.contains(' ') {
+            return Err(malformed());
         }
         let digest: [u8; 32] = blake3::hash(token.as_bytes()).into();
-        if let Some((identity, exp)) = self.verified().get(&digest)
-            && unix_now() <= exp.saturating_add(self.config.leeway_secs)
-        {
-            return Ok(identity.clone());
-        }
+        let generation = {
+            let mut verified = self.verified();
+            if let Some((identity, exp)) = verified.tokens.get(&digest)
+                && unix_now() <= exp.saturating_add(self.config.leeway_secs)
+            {
+                return Ok(identity.clone());
+            }
+            verified.generation
+        };
         let jwt_header =
             jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a JWT"))?;
         if !self.algorithms.contains(&jwt_header.alg) {
             return Err(invalid("the token's algorithm is not taken"));
         }
-        let key = self
-            .key(jwt_header.kid.as_deref(), jwt_header.alg)
-            .await
-            .ok_or_else(|| invalid("the token is signed by no key this server trusts"))?;
-        let mut validation = Validation::new(jwt_header.alg);
+        let (kid, alg) = (jwt_header.kid.as_deref(), jwt_header.alg);
+        let untrusted = || invalid("the token is signed by no key this server trusts");
+        let (jwk, key) = self.key(kid, alg).await.ok_or_else(untrusted)?;
+        let mut validation = Validation::new(alg);
         validation.leeway = self.config.leeway_secs;
         validation.validate_nbf = true;
         validation.set_audience(&[&self.config.resource]);
         validation.set_issuer(&self.config.issuers);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+        let mut decoded = jsonwebtoken::decode::<Claims>(token, &key, &validation);
+        // A key replaced under the same id: fetch the keys again (within
+        // the rate limit) and try the new one.
+        if decoded
+            .as_ref()
+            .is_err_and(|e| *e.kind() == jsonwebtoken::errors::ErrorKind::InvalidSignature)
+            && self.refetched(kid, alg, &jwk).await
+        {
+            let (_, key) = self.key(kid, alg).await.ok_or_else(untrusted)?;
+            decoded = jsonwebtoken::decode::<Claims>(token, &key, &validation);
+        }
+        let claims = decoded
             .map_err(|e| {
                 use jsonwebtoken::errors::ErrorKind;
                 invalid(match e.kind() {
@@ -380,11 +437,10 @@ impl Authenticator {
                 })
             })?
             .claims;
-        let scopes: Vec<String> = match (claims.scope, claims.scp) {
-            (Some(scope), _) => scope.split_whitespace().map(str::to_string).collect(),
-            (None, Some(scp)) => scp,
-            (None, None) => Vec::new(),
-        };
+        let scopes = claims
+            .scope
+            .or(claims.scp)
+            .map_or_else(Vec::new, ScopeClaim::into_vec);
         let tool_scopes = &self.config.tool_scopes;
         if !self.config.scopes.iter().all(|s| scopes.contains(s))
             || (!tool_scopes.is_empty() && !tool_scopes.keys().any(|s| scopes.contains(s)))
@@ -397,22 +453,43 @@ impl Authenticator {
             client_id: claims.client_id.or(claims.azp),
             scopes,
         };
-        self.verified().put(digest, (identity.clone(), claims.exp));
+        let mut verified = self.verified();
+        if verified.generation == generation {
+            verified.tokens.put(digest, (identity.clone(), claims.exp));
+        }
         Ok(identity)
     }
 
-    fn verified(&self) -> std::sync::MutexGuard<'_, lru::LruCache<[u8; 32], (Identity, u64)>> {
+    fn verified(&self) -> std::sync::MutexGuard<'_, Verified> {
         self.verified.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The key for `kid` that can verify `alg`, fetching the JWKS again
-    /// when it is not held.
-    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
-        if let Some(key) = self.keys.read().await.find(kid, alg) {
-            return Some(key);
+    /// when it is not held, or when the keys from the URL are older than
+    /// [`MAX_KEY_AGE`].
+    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Option<(Jwk, DecodingKey)> {
+        let fresh = |keys: &Keys| {
+            self.client.is_none() || keys.fetched.is_some_and(|t| t.elapsed() < MAX_KEY_AGE)
+        };
+        {
+            let keys = self.keys.read().await;
+            if let Some(found) = keys.find(kid, alg)
+                && fresh(&keys)
+            {
+                return Some(found.clone());
+            }
         }
-        self.refresh(|keys| keys.find(kid, alg).is_some()).await;
-        self.keys.read().await.find(kid, alg)
+        self.refresh(|keys| keys.find(kid, alg).is_some() && fresh(keys))
+            .await;
+        self.keys.read().await.find(kid, alg).cloned()
+    }
+
+    /// Fetches the keys again (within the rate limit) after `jwk` failed to
+    /// verify a signature; whether the key for `kid` is another now.
+    async fn refetched(&self, kid: Option<&str>, alg: Algorithm, jwk: &Jwk) -> bool {
+        let changed = |keys: &Keys| keys.find(kid, alg).is_some_and(|(k, _)| k != jwk);
+        self.refresh(changed).await;
+        changed(&*self.keys.read().await)
     }
 
     /// Fetches the JWKS from its URL, so that the first token need not
@@ -463,10 +540,13 @@ impl Authenticator {
         }
         .await;
         match fetched {
-            Ok(keys) => {
+            Ok(mut keys) => {
+                keys.fetched = Some(Instant::now());
                 *self.keys.write().await = keys;
                 // A token of a key the JWKS no longer holds is not taken.
-                self.verified().clear();
+                let mut verified = self.verified();
+                verified.generation += 1;
+                verified.tokens.clear();
                 *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
             Err(why) => {
@@ -485,20 +565,17 @@ impl Keys {
         self.by_id.is_empty() && self.anonymous.is_empty()
     }
 
-    fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+    /// The key for `kid` that can verify `alg`, with its JWK.
+    fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<&(Jwk, DecodingKey)> {
         let fits = |jwk: &Jwk| {
             jwk.common
                 .key_algorithm
                 .is_none_or(|a| Algorithm::from_str(&a.to_string()).ok() == Some(alg))
         };
         match kid {
-            Some(kid) => self
-                .by_id
-                .get(kid)
-                .filter(|(jwk, _)| fits(jwk))
-                .map(|(_, key)| key.clone()),
+            Some(kid) => self.by_id.get(kid).filter(|(jwk, _)| fits(jwk)),
             None => match self.anonymous.as_slice() {
-                [(jwk, key)] if fits(jwk) => Some(key.clone()),
+                [found] if fits(&found.0) => Some(found),
                 _ => None,
             },
         }

@@ -384,11 +384,10 @@ impl HttpFront {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         // A session is its opener's: another caller's token does not
-        // reach it (nor learns that it exists).
+        // reach it (nor learns that it exists), and a session whose opener
+        // was never recorded (its client left before the reply) is no one's.
         if let (Some(caller), Some(session)) = (&caller, &session)
-            && lock(&self.owners)
-                .get(session)
-                .is_some_and(|owner| owner != caller)
+            && lock(&self.owners).get(session) != Some(caller)
         {
             return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
         }
@@ -632,6 +631,9 @@ fn refused(auth: &auth::Authenticator, rejection: &auth::Rejection) -> http::Res
             "Unauthorized: this server needs an OAuth access token (Authorization: Bearer)"
                 .to_string(),
         ),
+        auth::Rejection::Malformed(why) => {
+            (http::StatusCode::BAD_REQUEST, format!("Bad Request: {why}"))
+        }
         auth::Rejection::Invalid(why) => (
             http::StatusCode::UNAUTHORIZED,
             format!("Unauthorized: {why}"),
@@ -1798,19 +1800,27 @@ fn file_uri(path: &str) -> String {
     uri
 }
 
-/// `mcp-` and 12 hex digits, different for every session of every server:
-/// a hash of the process, the time and a count of the sessions started.
+/// `mcp-` and 32 hex digits (128 random bits), different for every session
+/// of every server: the names of a session's saved results start with it,
+/// so no client can guess another's (a 2026-07-28 `resources/read` serves
+/// any saved result it names).
 fn unique_prefix() -> String {
-    static SESSIONS: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(&std::process::id().to_le_bytes());
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    hasher.update(&now.as_nanos().to_le_bytes());
-    hasher.update(&SESSIONS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    let hex = hasher.finalize().to_hex();
-    format!("mcp-{}", &hex[..12])
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No system randomness: a hash of the process, the time and a
+        // count still differs per session (but can be guessed).
+        static SESSIONS: AtomicU64 = AtomicU64::new(0);
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&std::process::id().to_le_bytes());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        hasher.update(&now.as_nanos().to_le_bytes());
+        hasher.update(&SESSIONS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+        bytes.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("mcp-{hex}")
 }
 
 /// Waits for the turn of a call `received` on a connection (without one,
@@ -1991,7 +2001,7 @@ mod tests {
         assert!(
             prefixes
                 .iter()
-                .all(|p| p.len() == 16 && p.starts_with("mcp-"))
+                .all(|p| p.len() == 36 && p.starts_with("mcp-"))
         );
     }
 
