@@ -135,6 +135,10 @@ pub struct Authenticator {
 /// with: a check that began under older keys does not add its token.
 struct Verified {
     generation: u64,
+    /// When the keys were last fetched from the URL (`None` for a file):
+    /// past [`MAX_KEY_AGE`], a remembered token is checked again, which
+    /// fetches the keys again.
+    fetched: Option<Instant>,
     tokens: lru::LruCache<[u8; 32], (Identity, u64)>,
 }
 
@@ -256,6 +260,7 @@ impl Authenticator {
             last_failure: Mutex::default(),
             verified: Mutex::new(Verified {
                 generation: 0,
+                fetched: None,
                 tokens: lru::LruCache::new(
                     std::num::NonZeroUsize::new(VERIFIED_TOKENS).expect("not zero"),
                 ),
@@ -362,9 +367,12 @@ impl Authenticator {
 
     /// Verifies the `Authorization` header's bearer token: the signature
     /// against a key of the JWKS (fetched again, at most every
-    /// `jwks_refresh_secs`, for a key id it does not hold), an algorithm of the allowlist, `exp` and
-    /// `nbf` (with the configured leeway), `iss` among the issuers, `aud`
-    /// this resource, and the scopes.
+    /// `jwks_refresh_secs`, for a key id it does not hold, after a failed
+    /// signature, and when the keys are [`MAX_KEY_AGE`] old), an algorithm
+    /// of the allowlist, `exp` and `nbf` (with the configured leeway),
+    /// `iss` among the issuers, `aud` this resource, and the scopes. A
+    /// token verified before, under keys fetched within [`MAX_KEY_AGE`],
+    /// is checked only for expiry.
     pub async fn check(&self, header: Option<&http::HeaderValue>) -> Result<Identity, Rejection> {
         let header = header.ok_or(Rejection::Missing)?;
         let invalid = |why: &str| Rejection::Invalid(why.to_string());
@@ -387,7 +395,10 @@ impl Authenticator {
         let digest: [u8; 32] = blake3::hash(token.as_bytes()).into();
         let generation = {
             let mut verified = self.verified();
+            let keys_fresh = self.client.is_none()
+                || verified.fetched.is_some_and(|t| t.elapsed() < MAX_KEY_AGE);
             if let Some((identity, exp)) = verified.tokens.get(&digest)
+                && keys_fresh
                 && unix_now() <= exp.saturating_add(self.config.leeway_secs)
             {
                 return Ok(identity.clone());
@@ -541,11 +552,13 @@ impl Authenticator {
         .await;
         match fetched {
             Ok(mut keys) => {
-                keys.fetched = Some(Instant::now());
+                let now = Instant::now();
+                keys.fetched = Some(now);
                 *self.keys.write().await = keys;
                 // A token of a key the JWKS no longer holds is not taken.
                 let mut verified = self.verified();
                 verified.generation += 1;
+                verified.fetched = Some(now);
                 verified.tokens.clear();
                 *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
