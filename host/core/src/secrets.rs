@@ -344,6 +344,11 @@ impl Redactor {
         out
     }
 
+    /// The secrets it takes out.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
     /// The rest, redacted, at the end of the stream.
     pub fn finish(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.carry);

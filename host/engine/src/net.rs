@@ -235,8 +235,7 @@ fn redact_response(
     redact_headers(&mut parts.headers, &secrets);
     let body = RedactedBody {
         inner: body,
-        redactor: Redactor::new(secrets.clone()),
-        secrets,
+        redactor: Redactor::new(secrets),
         trailers: None,
         done: false,
     };
@@ -258,7 +257,6 @@ fn redact_headers(headers: &mut http::HeaderMap, secrets: &Secrets) {
 struct RedactedBody {
     inner: WasiBody,
     redactor: Redactor,
-    secrets: Arc<Secrets>,
     /// Trailers that came while redacted bytes were still held back.
     trailers: Option<http::HeaderMap>,
     done: bool,
@@ -289,7 +287,7 @@ impl Body for RedactedBody {
                     }
                     Err(frame) => {
                         if let Ok(mut trailers) = frame.into_trailers() {
-                            redact_headers(&mut trailers, &this.secrets);
+                            redact_headers(&mut trailers, this.redactor.secrets());
                             this.trailers = Some(trailers);
                         }
                         this.done = true;

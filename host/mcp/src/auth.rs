@@ -120,6 +120,8 @@ pub struct Authenticator {
     algorithms: Vec<Algorithm>,
     /// Where the protected resource metadata is, for the challenge.
     metadata_url: String,
+    /// The paths it is served at ([`Authenticator::metadata_paths`]).
+    metadata_paths: [String; 2],
     keys: tokio::sync::RwLock<Keys>,
     /// One fetch at a time; the time of the last one.
     refresh: tokio::sync::Mutex<Option<Instant>>,
@@ -253,6 +255,10 @@ impl Authenticator {
         let auth = Authenticator {
             config: config.clone(),
             algorithms,
+            metadata_paths: [
+                metadata_url.path().to_string(),
+                "/.well-known/oauth-protected-resource".into(),
+            ],
             metadata_url: metadata_url.to_string(),
             keys: tokio::sync::RwLock::default(),
             refresh: tokio::sync::Mutex::default(),
@@ -278,11 +284,8 @@ impl Authenticator {
 
     /// The paths the protected resource metadata is served at: the one
     /// RFC 9728 derives from the resource URI, and the bare one.
-    pub fn metadata_paths(&self) -> [String; 2] {
-        let path = reqwest::Url::parse(&self.metadata_url)
-            .map(|u| u.path().to_string())
-            .unwrap_or_default();
-        [path, "/.well-known/oauth-protected-resource".into()]
+    pub fn metadata_paths(&self) -> &[String; 2] {
+        &self.metadata_paths
     }
 
     /// The protected resource metadata (RFC 9728).
