@@ -71,34 +71,66 @@ fn planned() -> impl Strategy<Value = Planned> {
     })
 }
 
-/// Runs `batch` as one model message, or as a session's independent
-/// requests: the results' ids, the started ids, and the runs the tool saw.
-async fn run_batch(batch: &[Planned], session: bool) -> (Vec<String>, Vec<String>, Vec<Run>) {
+/// How a planned batch is fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Feed {
+    /// One model message.
+    Batch,
+    /// A session's independent requests, read from the executor's events.
+    Session,
+    /// A session's requests, each submitted and read from its own events by
+    /// a task of its own (as the MCP server does): a concurrency-safe use
+    /// that may start at once runs in that task.
+    Submitted,
+}
+
+/// Runs `batch` as `feed` says: the results' ids, the started ids, and the
+/// runs the tool saw.
+async fn run_batch(batch: &[Planned], feed: Feed) -> (Vec<String>, Vec<String>, Vec<Run>) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let airlock = fake_host(log.clone()).await;
-    let executor = if session {
-        Executor::session(airlock.clone(), airlock.context())
-    } else {
+    let executor = if feed == Feed::Batch {
         airlock.executor(airlock.context())
+    } else {
+        Executor::session(airlock.clone(), airlock.context())
     };
     let ids: Vec<String> = (0..batch.len()).map(|i| format!("u{i}")).collect();
+    let submitted = Arc::new(Mutex::new(Vec::new()));
     let feeder = {
         let batch = batch.to_vec();
         let ids = ids.clone();
+        let submitted = submitted.clone();
         async move {
+            let mut readers = Vec::new();
             for (p, id) in batch.iter().zip(&ids) {
-                executor.add(ToolUse::new(
+                let tool_use = ToolUse::new(
                     id.clone(),
                     "fake",
                     json!({"ms": p.ms, "exclusive": p.exclusive}),
-                ));
+                );
+                if feed == Feed::Submitted {
+                    let mut events = executor.handle().submit(tool_use);
+                    let submitted = submitted.clone();
+                    readers.push(tokio::spawn(async move {
+                        let mut results = Vec::new();
+                        while let Some(event) = events.next().await {
+                            if let ExecutorEvent::Result(r) = event {
+                                assert!(r.outcome.is_ok(), "{}: {:?}", r.id, r.outcome);
+                                results.push(r.id.clone());
+                            }
+                        }
+                        submitted.lock().unwrap().extend(results);
+                    }));
+                } else {
+                    executor.add(tool_use);
+                }
                 tokio::time::sleep(Duration::from_millis(p.gap_ms)).await;
             }
             executor.close();
-            executor
+            (executor, readers)
         }
     };
-    let mut executor = feeder.await;
+    let (mut executor, readers) = feeder.await;
     let mut results = Vec::new();
     let mut started = Vec::new();
     while let Some(event) = executor.next().await {
@@ -111,6 +143,10 @@ async fn run_batch(batch: &[Planned], session: bool) -> (Vec<String>, Vec<String
             _ => {}
         }
     }
+    for reader in readers {
+        reader.await.expect("a reader");
+    }
+    results.extend(submitted.lock().unwrap().drain(..));
     let runs = log.lock().unwrap().clone();
     (results, started, runs)
 }
@@ -120,14 +156,21 @@ proptest! {
 
     #[test]
     fn scheduling_keeps_its_invariants(batch in proptest::collection::vec(planned(), 1..10)) {
-        check_invariants(&batch, false)?;
+        check_invariants(&batch, Feed::Batch)?;
     }
 
     #[test]
     fn a_session_keeps_them_and_hands_out_each_result_once(
         batch in proptest::collection::vec(planned(), 1..10)
     ) {
-        check_invariants(&batch, true)?;
+        check_invariants(&batch, Feed::Session)?;
+    }
+
+    #[test]
+    fn submitted_uses_keep_them_where_they_run_in_their_readers_tasks(
+        batch in proptest::collection::vec(planned(), 1..10)
+    ) {
+        check_invariants(&batch, Feed::Submitted)?;
     }
 }
 
@@ -135,15 +178,15 @@ proptest! {
 /// order in a batch; a session hands each out when done), starts in arrival
 /// order, no exclusive call beside another, and every call sees the last
 /// exclusive call's context change before it.
-fn check_invariants(batch: &[Planned], session: bool) -> Result<(), TestCaseError> {
+fn check_invariants(batch: &[Planned], feed: Feed) -> Result<(), TestCaseError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let (mut results, started, runs) = rt.block_on(run_batch(batch, session));
+    let (mut results, started, runs) = rt.block_on(run_batch(batch, feed));
     let ids: Vec<String> = (0..batch.len()).map(|i| format!("u{i}")).collect();
 
-    if session {
+    if feed != Feed::Batch {
         results.sort_by_key(|id| id[1..].parse::<usize>().unwrap());
     }
     prop_assert_eq!(&results, &ids);

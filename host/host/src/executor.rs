@@ -1,9 +1,11 @@
 //! The streaming executor (Claude Code's `StreamingToolExecutor`): owns
 //! the scheduling of many tool uses over one context, their events and
 //! their order. It runs them through the pipeline under [`Calls`] and never
-//! names the facade. The scheduler is one task that owns the
-//! [`ToolContext`]; a use runs in it (an exclusive use in a batch) or in a
-//! task of its own that reports back. Its invariants are in
+//! names the facade. The scheduler is a task that shares the
+//! [`ToolContext`] and the start decisions with the feeding handles under
+//! one lock; a use runs in it (an exclusive use in a batch), in a task of
+//! its own that reports back, or (a session's submitted use that may start
+//! at once) in the task that reads its events. Its invariants are in
 //! ARCHITECTURE.md.
 
 use crate::call::{CallControl, ToolResult, ToolUse};
@@ -13,16 +15,18 @@ use crate::pipeline::{self, CallPolicy, Prepared};
 use crate::registry::Registry;
 use airlock_core::descriptor::SafetyFlags;
 use airlock_core::error::{CallError, ErrorClass};
-use airlock_core::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink};
+use airlock_core::tool::{CancellationToken, LogEvent, ProgressEvent, ProgressSink, ToolOrigin};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// How many progress events may wait to be read before new ones are dropped.
 const PROGRESS_BUFFER: usize = 1024;
@@ -70,21 +74,31 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64((d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0)
 }
 
+/// A use's classification, already under way: built where the use is
+/// added, over the context as it was then.
+type Classify = Pin<Box<dyn Future<Output = Prepared> + Send>>;
+
 enum Command {
-    Add(ToolUse, Option<mpsc::UnboundedSender<ExecutorEvent>>),
+    Add {
+        id: String,
+        name: String,
+        classify: Classify,
+        /// Whether the tool classifies each input: then in a task of its
+        /// own, so classifications run in parallel.
+        in_task: bool,
+        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+    },
     AddFailed(ToolUse, CallError),
     Cancel(String),
-    Refresh(Box<Calls>),
     Close,
 }
 
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Command::Add(u, _) => f.debug_tuple("Add").field(&u.id).finish(),
+            Command::Add { id, .. } => f.debug_tuple("Add").field(id).finish(),
             Command::AddFailed(u, _) => f.debug_tuple("AddFailed").field(&u.id).finish(),
             Command::Cancel(id) => f.debug_tuple("Cancel").field(id).finish(),
-            Command::Refresh(_) => f.write_str("Refresh"),
             Command::Close => f.write_str("Close"),
         }
     }
@@ -129,28 +143,125 @@ pub struct Executor {
 
 /// The feeding side of an [`Executor`]: cheap to clone, so one task can
 /// feed tool uses while another reads the events.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ExecutorHandle {
     commands: mpsc::UnboundedSender<Command>,
     abort: CancellationToken,
-    running: Running,
+    inner: Arc<Inner>,
 }
 
-/// The uses running now, by number: their ids and cancellation tokens,
-/// shared with the handles so a cancel reaches a running use at once, even
-/// while the scheduler's task is busy running one itself.
-type Running = Arc<Mutex<HashMap<usize, (String, CancellationToken)>>>;
+impl std::fmt::Debug for ExecutorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorHandle")
+            .field("mode", &self.inner.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the scheduler's task and the handles share.
+struct Inner {
+    shared: Mutex<Shared>,
+    /// The uses running now, by ticket: their ids and cancellation tokens,
+    /// so a cancel reaches a running use at once, even while the
+    /// scheduler's task is busy running one itself.
+    running: Mutex<HashMap<u64, (String, CancellationToken)>>,
+    tickets: AtomicU64,
+    /// Wakes the scheduler when a use that ran in its reader's task ends.
+    wake: Notify,
+    /// Every use's cancellation is a child of this (a failing sibling in a
+    /// batch cancels it).
+    batch: CancellationToken,
+    started: Instant,
+    mode: Mode,
+}
+
+/// The state every decision to start a use reads, under one lock, so that
+/// uses start in the order they were added whichever task starts them.
+struct Shared {
+    calls: Calls,
+    cx: ToolContext,
+    running_safe: usize,
+    running_exclusive: usize,
+    /// Uses handed to the scheduler that have neither started nor been
+    /// answered: while any waits, nothing added later starts before it.
+    waiting: usize,
+    /// Uses running in the task that reads their events.
+    direct: usize,
+    closed: bool,
+    /// The executor's events, for uses that run in their readers' tasks:
+    /// let go when the scheduler ends, so the channel then closes.
+    events: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+}
+
+impl Inner {
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    fn ticket(&self) -> u64 {
+        self.tickets.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Ends a use that ran in its reader's task: applies its context
+    /// changes and wakes the scheduler if a use waits or it is closing.
+    fn finish_direct(&self, ticket: u64, completed: Completed) -> ToolResult {
+        lock(&self.running).remove(&ticket);
+        let mut shared = lock(&self.shared);
+        if let Some(events) = &shared.events {
+            let _ = events.send(ExecutorEvent::Finished {
+                tool_use_id: completed.result.id.clone(),
+                at: self.now(),
+            });
+        }
+        let mut result = shared.cx.finish(completed, false);
+        shared.running_safe -= 1;
+        shared.direct -= 1;
+        let wake = shared.waiting > 0 || shared.closed;
+        drop(shared);
+        if let Err(e) = &mut result.outcome
+            && e.class == ErrorClass::Cancelled
+            && self.batch.is_cancelled()
+        {
+            e.message = "cancelled by user".into();
+        }
+        if wake {
+            self.wake.notify_one();
+        }
+        result
+    }
+
+    /// Forgets a use that ran in its reader's task and can no longer run
+    /// (dropped with no runtime to finish it on).
+    fn abandon_direct(&self, ticket: u64) {
+        lock(&self.running).remove(&ticket);
+        let mut shared = lock(&self.shared);
+        shared.running_safe -= 1;
+        shared.direct -= 1;
+        drop(shared);
+        self.wake.notify_one();
+    }
+}
 
 impl ExecutorHandle {
     /// Adds a tool use, as soon as its block is complete in the stream.
     pub fn add(&self, tool_use: ToolUse) {
-        let _ = self.commands.send(Command::Add(tool_use, None));
+        let direct = self.add_use(tool_use, None);
+        debug_assert!(
+            direct.is_none(),
+            "only a submitted use runs where it is read"
+        );
     }
 
     /// Adds a tool use whose progress, log lines and result come on a
     /// channel of its own ([`UseEvents`]), in that order, instead of
     /// [`Executor::next`]'s (which still reports it queued, started and
     /// finished). For front ends that answer each use apart, such as MCP.
+    ///
+    /// In a session, a concurrency-safe use that may start at once (no
+    /// exclusive use runs and none waits) runs in the task that reads its
+    /// [`UseEvents`], with no hand-off between tasks: read them as soon as
+    /// it is submitted. Dropped before its result, it finishes in a task of
+    /// its own, as any other use does.
     ///
     /// ```
     /// # async fn example(airlock: airlock_host::Airlock) {
@@ -170,8 +281,109 @@ impl ExecutorHandle {
     /// ```
     pub fn submit(&self, tool_use: ToolUse) -> UseEvents {
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = self.commands.send(Command::Add(tool_use, Some(tx)));
-        UseEvents { rx }
+        let events = match self.add_use(tool_use, Some(tx)) {
+            Some(direct) => Events::Direct(direct),
+            None => Events::Scheduled(rx),
+        };
+        UseEvents { events }
+    }
+
+    /// Classifies the use over the context as it is now and hands it to
+    /// the scheduler, or, when it is a session's submitted use that may
+    /// start at once, starts it here to run where its events are read. The
+    /// decision and the hand-off happen under the shared lock, so uses
+    /// start in the order they were added.
+    fn add_use(
+        &self,
+        tool_use: ToolUse,
+        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+    ) -> Option<Box<Direct>> {
+        let mut shared = lock(&self.inner.shared);
+        // A tool without a `classify` export is classified from its
+        // descriptor alone; one that classifies each input does it in a
+        // task of its own, so classifications run in parallel. Only a
+        // component's classification runs guest code: host code's is tried
+        // here at once, and handed on if it has to wait.
+        let (in_task, runs_guest_code) = match shared.cx.tools().get(&tool_use.name) {
+            Some(entry) if entry.descriptor().preflight.classify => (
+                true,
+                matches!(
+                    entry.tool.origin(),
+                    ToolOrigin::Bundled(_) | ToolOrigin::File(_)
+                ),
+            ),
+            _ => (false, false),
+        };
+        let id = tool_use.id.clone();
+        let name = tool_use.name.clone();
+        let policy = shared.calls.policy.clone();
+        let snapshot = shared.cx.clone();
+        let mut classify: Classify =
+            Box::pin(async move { pipeline::prepare(&policy, &snapshot, tool_use).await });
+        let may_start_here = reply.is_some()
+            && self.inner.mode == Mode::Session
+            && !runs_guest_code
+            && !shared.closed
+            && shared.waiting == 0
+            && shared.running_exclusive == 0
+            && !self.abort.is_cancelled();
+        if may_start_here
+            && let Poll::Ready(prepared) = classify
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            if prepared.concurrency_safe() {
+                return Some(self.start_direct(&mut shared, prepared));
+            }
+            classify = Box::pin(std::future::ready(prepared));
+        }
+        shared.waiting += 1;
+        let _ = self.commands.send(Command::Add {
+            id,
+            name,
+            classify,
+            in_task,
+            reply,
+        });
+        None
+    }
+
+    /// Starts a concurrency-safe use to run in the task that reads its
+    /// events.
+    fn start_direct(&self, shared: &mut Shared, prepared: Prepared) -> Box<Direct> {
+        let inner = &self.inner;
+        shared.running_safe += 1;
+        shared.direct += 1;
+        let ticket = inner.ticket();
+        let cancel = inner.batch.child_token();
+        let id = prepared.id().to_string();
+        lock(&inner.running).insert(ticket, (id.clone(), cancel.clone()));
+        if let Some(events) = &shared.events {
+            let at = inner.now();
+            let _ = events.send(ExecutorEvent::Queued {
+                tool_use_id: id.clone(),
+                at,
+            });
+            let _ = events.send(ExecutorEvent::Started {
+                tool_use_id: id,
+                at,
+            });
+        }
+        let (progress, progress_rx) = ProgressSink::channel(PROGRESS_BUFFER);
+        let (progress, logs_rx) = progress.with_logs(LOG_BUFFER);
+        let policy = shared.calls.policy.clone();
+        let snapshot = shared.cx.clone();
+        let control = CallControl { progress, cancel };
+        Box::new(Direct {
+            run: Some(Box::pin(async move {
+                pipeline::execute(&policy, &snapshot, prepared, control).await
+            })),
+            progress_rx,
+            logs_rx,
+            result: None,
+            inner: inner.clone(),
+            ticket,
+        })
     }
 
     /// Adds a tool use that is already known to fail (a block whose input
@@ -186,10 +398,10 @@ impl ExecutorHandle {
     /// are ignored, so a cancel may race the result.
     pub fn cancel(&self, tool_use_id: impl Into<String>) {
         let id = tool_use_id.into();
-        let running = lock(&self.running)
+        let running = lock(&self.inner.running)
             .iter()
             .filter(|(_, (running, _))| *running == id)
-            .max_by_key(|(i, _)| **i)
+            .max_by_key(|(ticket, _)| **ticket)
             .map(|(_, (_, cancel))| cancel.clone());
         if let Some(cancel) = running {
             cancel.cancel();
@@ -201,11 +413,15 @@ impl ExecutorHandle {
     /// [`crate::Airlock`] converts into them): the context's view of the
     /// tools is replaced; uses already added keep the tools they had.
     pub fn refresh(&self, calls: impl Into<Calls>) {
-        let _ = self.commands.send(Command::Refresh(Box::new(calls.into())));
+        let calls = calls.into();
+        let mut shared = lock(&self.inner.shared);
+        shared.cx.set_tools(calls.tools.clone());
+        shared.calls = calls;
     }
 
     /// Says no more tool uses will come (the message ended).
     pub fn close(&self) {
+        lock(&self.inner.shared).closed = true;
         let _ = self.commands.send(Command::Close);
     }
 
@@ -219,7 +435,15 @@ impl ExecutorHandle {
 /// and log lines as they come, then its result, then the end.
 #[derive(Debug)]
 pub struct UseEvents {
-    rx: mpsc::UnboundedReceiver<ExecutorEvent>,
+    events: Events,
+}
+
+#[derive(Debug)]
+enum Events {
+    /// The scheduler runs the use and sends its events.
+    Scheduled(mpsc::UnboundedReceiver<ExecutorEvent>),
+    /// The use runs as its events are read.
+    Direct(Box<Direct>),
 }
 
 impl UseEvents {
@@ -227,7 +451,89 @@ impl UseEvents {
     /// or last [`ExecutorEvent::Result`]; `None` after the result (or if the
     /// executor stopped without one).
     pub async fn next(&mut self) -> Option<ExecutorEvent> {
-        self.rx.recv().await
+        match &mut self.events {
+            Events::Scheduled(rx) => rx.recv().await,
+            Events::Direct(direct) => direct.next().await,
+        }
+    }
+}
+
+/// A use running in the task that reads its events.
+struct Direct {
+    /// The call, until it completes.
+    run: Option<Pin<Box<dyn Future<Output = Completed> + Send>>>,
+    progress_rx: mpsc::Receiver<ProgressEvent>,
+    logs_rx: mpsc::Receiver<LogEvent>,
+    /// The result, once the call completed and its context changes applied.
+    result: Option<ToolResult>,
+    inner: Arc<Inner>,
+    ticket: u64,
+}
+
+impl std::fmt::Debug for Direct {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Direct")
+            .field("running", &self.run.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one step of a running [`Direct`] use gave.
+enum Step {
+    Progress(ProgressEvent),
+    Log(LogEvent),
+    Completed(Box<Completed>),
+}
+
+impl Direct {
+    /// Runs the call until it sends progress or a log line or completes;
+    /// once it completed, hands out what it sent last, then its result.
+    async fn next(&mut self) -> Option<ExecutorEvent> {
+        if let Some(run) = self.run.as_mut() {
+            let step = tokio::select! {
+                biased;
+                Some(progress) = self.progress_rx.recv() => Step::Progress(progress),
+                Some(log) = self.logs_rx.recv() => Step::Log(log),
+                completed = run => Step::Completed(Box::new(completed)),
+            };
+            match step {
+                Step::Progress(progress) => return Some(ExecutorEvent::Progress(progress)),
+                Step::Log(log) => return Some(ExecutorEvent::Log(log)),
+                Step::Completed(completed) => {
+                    self.run = None;
+                    self.result = Some(self.inner.finish_direct(self.ticket, *completed));
+                }
+            }
+        }
+        if let Ok(progress) = self.progress_rx.try_recv() {
+            return Some(ExecutorEvent::Progress(progress));
+        }
+        if let Ok(log) = self.logs_rx.try_recv() {
+            return Some(ExecutorEvent::Log(log));
+        }
+        self.result
+            .take()
+            .map(|result| ExecutorEvent::Result(Box::new(result)))
+    }
+}
+
+impl Drop for Direct {
+    /// A use whose reader went away before its result still runs to its
+    /// end (a block-behaviour tool finishes; its context changes apply),
+    /// in a task of its own.
+    fn drop(&mut self) {
+        let Some(run) = self.run.take() else { return };
+        let inner = self.inner.clone();
+        let ticket = self.ticket;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let completed = run.await;
+                    inner.finish_direct(ticket, completed);
+                });
+            }
+            Err(_) => inner.abandon_direct(ticket),
+        }
     }
 }
 
@@ -262,14 +568,31 @@ impl Executor {
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = mpsc::unbounded_channel();
         let abort = cx.abort_handle().clone();
-        let running = Running::default();
-        let scheduler = Scheduler::new(calls, cx, event_tx, mode, running.clone());
+        let inner = Arc::new(Inner {
+            batch: abort.child_token(),
+            shared: Mutex::new(Shared {
+                calls,
+                cx,
+                running_safe: 0,
+                running_exclusive: 0,
+                waiting: 0,
+                direct: 0,
+                closed: false,
+                events: Some(event_tx.clone()),
+            }),
+            running: Mutex::default(),
+            tickets: AtomicU64::new(0),
+            wake: Notify::new(),
+            started: Instant::now(),
+            mode,
+        });
+        let scheduler = Scheduler::new(inner.clone(), abort.clone(), event_tx);
         let task = tokio::spawn(scheduler.run(command_rx));
         Executor {
             handle: ExecutorHandle {
                 commands,
                 abort,
-                running,
+                inner,
             },
             events,
             task,
@@ -344,10 +667,19 @@ enum State {
     Emitted,
 }
 
+impl State {
+    /// Not started and not answered: counted in [`Shared::waiting`].
+    fn waiting(&self) -> bool {
+        matches!(self, State::Classifying | State::Queued(_))
+    }
+}
+
 struct Tracked {
     id: String,
     name: String,
     state: State,
+    /// Its key among the running uses, once started.
+    ticket: u64,
     /// Where its progress, log lines and result go, when submitted.
     reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
 }
@@ -363,98 +695,95 @@ enum Report {
 }
 
 struct Scheduler {
-    calls: Calls,
-    cx: ToolContext,
+    inner: Arc<Inner>,
     events: mpsc::UnboundedSender<ExecutorEvent>,
+    abort: CancellationToken,
     reports_tx: mpsc::UnboundedSender<Report>,
     reports: mpsc::UnboundedReceiver<Report>,
     progress: ProgressSink,
     progress_rx: mpsc::Receiver<ProgressEvent>,
     logs_rx: mpsc::Receiver<LogEvent>,
     work: FuturesUnordered<Work>,
-    running: Running,
-    mode: Mode,
     /// The uses not yet emitted (and emitted ones behind an earlier
-    /// pending use); `uses[0]` is use number `base`.
+    /// pending use); `uses[0]` is use number `base`. Uses that run in
+    /// their readers' tasks are not here.
     uses: VecDeque<Tracked>,
     base: usize,
-    /// How many uses run, concurrency-safe and not, and how many are done
-    /// and not yet emitted: kept as counts, so deciding what may start and
+    /// How many uses are done and not yet emitted: kept as a count (as
+    /// the running ones are in [`Shared`]), so deciding what may start and
     /// what may leave costs the same with 10 or 10,000 uses waiting.
-    running_safe: usize,
-    running_exclusive: usize,
     ready: usize,
-    started: Instant,
-    batch: CancellationToken,
     interrupted: bool,
     sibling_failed: Option<String>,
 }
 
 impl Scheduler {
     fn new(
-        calls: Calls,
-        cx: ToolContext,
+        inner: Arc<Inner>,
+        abort: CancellationToken,
         events: mpsc::UnboundedSender<ExecutorEvent>,
-        mode: Mode,
-        running: Running,
     ) -> Self {
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let (progress, progress_rx) = ProgressSink::channel(PROGRESS_BUFFER);
         let (progress, logs_rx) = progress.with_logs(LOG_BUFFER);
-        let batch = cx.abort_handle().child_token();
         Scheduler {
-            calls,
-            cx,
+            inner,
             events,
+            abort,
             reports_tx,
             reports,
             progress,
             progress_rx,
             logs_rx,
             work: FuturesUnordered::new(),
-            running,
-            mode,
             uses: VecDeque::new(),
             base: 0,
-            running_safe: 0,
-            running_exclusive: 0,
             ready: 0,
-            started: Instant::now(),
-            batch,
             interrupted: false,
             sibling_failed: None,
         }
     }
 
+    fn shared(&self) -> MutexGuard<'_, Shared> {
+        lock(&self.inner.shared)
+    }
+
     async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> ToolContext {
-        let abort = self.cx.abort_handle().clone();
+        let abort = self.abort.clone();
+        let inner = self.inner.clone();
         let mut closed = false;
         loop {
-            if closed && self.uses.is_empty() {
+            if closed && self.uses.is_empty() && self.shared().direct == 0 {
                 break;
             }
             tokio::select! {
                 command = commands.recv(), if !closed => match command {
-                    Some(Command::Add(tool_use, reply)) => self.add(tool_use, reply),
+                    Some(Command::Add { id, name, classify, in_task, reply }) => {
+                        self.add(id, name, classify, in_task, reply);
+                    }
                     Some(Command::AddFailed(tool_use, error)) => self.add_failed(tool_use, error),
                     Some(Command::Cancel(id)) => self.cancel(&id),
-                    Some(Command::Refresh(calls)) => {
-                        self.cx.set_tools(calls.tools.clone());
-                        self.calls = *calls;
+                    Some(Command::Close) | None => {
+                        // Every handle may be gone: a use running in its
+                        // reader's task then wakes this one when it ends.
+                        self.shared().closed = true;
+                        closed = true;
                     }
-                    Some(Command::Close) | None => closed = true,
                 },
                 Some(report) = self.work.next(), if !self.work.is_empty() => self.report(report),
                 Some(report) = self.reports.recv() => self.report(report),
                 Some(progress) = self.progress_rx.recv() => self.forward_progress(progress),
                 Some(log) = self.logs_rx.recv() => self.forward_log(log),
+                () = inner.wake.notified() => {}
                 () = abort.cancelled(), if !self.interrupted => self.interrupt(),
             }
             self.start_what_can_start();
             self.emit_ready();
         }
         self.forward_sent();
-        self.cx
+        let mut shared = self.shared();
+        shared.events = None;
+        shared.cx.clone()
     }
 
     /// Forwards the progress and log lines already sent. A use sends its
@@ -491,33 +820,22 @@ impl Scheduler {
             .unwrap_or(&self.events)
     }
 
-    fn now(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    fn add(&mut self, tool_use: ToolUse, reply: Option<mpsc::UnboundedSender<ExecutorEvent>>) {
-        let i = self.track(&tool_use, reply);
+    fn add(
+        &mut self,
+        id: String,
+        name: String,
+        classify: Classify,
+        in_task: bool,
+        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+    ) {
+        let i = self.track(id, name, State::Classifying, reply);
         if let Some(message) = self.cancellation_message() {
             let result = self.cancelled(i, message);
             self.set_state(i, State::Done(Box::new(result)));
             return;
         }
-        // A tool without a `classify` export is classified from its
-        // descriptor alone, at once: in this task, with no hand-off. One
-        // that runs guest code to classify does it in a task of its own,
-        // so classifications run in parallel.
-        let declares_classify = self
-            .cx
-            .tools()
-            .get(&tool_use.name)
-            .is_some_and(|entry| entry.descriptor().preflight.classify);
-        let policy = self.calls.policy.clone();
-        let snapshot = self.cx.clone();
-        let classify = async move {
-            let prepared = pipeline::prepare(&policy, &snapshot, tool_use).await;
-            Report::Classified(i, Box::new(prepared))
-        };
-        if declares_classify {
+        let classify = async move { Report::Classified(i, Box::new(classify.await)) };
+        if in_task {
             let reports = self.reports_tx.clone();
             tokio::spawn(async move {
                 let _ = reports.send(classify.await);
@@ -528,9 +846,10 @@ impl Scheduler {
     }
 
     fn add_failed(&mut self, tool_use: ToolUse, error: CallError) {
-        let i = self.track(&tool_use, None);
-        let result = ToolResult::failed(tool_use.id, tool_use.name, error);
-        self.set_state(i, State::Done(Box::new(result)));
+        let result = ToolResult::failed(tool_use.id.clone(), tool_use.name.clone(), error);
+        let done = State::Done(Box::new(result));
+        self.ready += 1;
+        self.track(tool_use.id, tool_use.name, done, None);
     }
 
     /// Cancels the latest use with this id, if it is still in flight.
@@ -557,25 +876,33 @@ impl Scheduler {
 
     fn set_state(&mut self, i: usize, state: State) {
         let done = matches!(state, State::Done(_));
+        let now_waiting = state.waiting();
         let Some(tracked) = self.slot(i) else { return };
         let was_done = matches!(tracked.state, State::Done(_));
+        let was_waiting = tracked.state.waiting();
         tracked.state = state;
         self.ready = self.ready + usize::from(done) - usize::from(was_done);
+        if was_waiting && !now_waiting {
+            self.shared().waiting -= 1;
+        }
     }
 
     fn track(
         &mut self,
-        tool_use: &ToolUse,
+        id: String,
+        name: String,
+        state: State,
         reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
     ) -> usize {
         let _ = self.events.send(ExecutorEvent::Queued {
-            tool_use_id: tool_use.id.clone(),
-            at: self.now(),
+            tool_use_id: id.clone(),
+            at: self.inner.now(),
         });
         self.uses.push_back(Tracked {
-            id: tool_use.id.clone(),
-            name: tool_use.name.clone(),
-            state: State::Classifying,
+            id,
+            name,
+            state,
+            ticket: 0,
             reply,
         });
         self.base + self.uses.len() - 1
@@ -597,20 +924,24 @@ impl Scheduler {
                 self.set_state(i, state);
             }
             Report::Finished(i, completed, concurrency_safe) => {
-                lock(&self.running).remove(&i);
-                if concurrency_safe {
-                    self.running_safe -= 1;
-                } else {
-                    self.running_exclusive -= 1;
-                }
                 self.forward_sent();
-                let at = self.now();
                 let Some(tracked) = self.slot(i) else { return };
                 let tool_use_id = tracked.id.clone();
-                let _ = self
-                    .events
-                    .send(ExecutorEvent::Finished { tool_use_id, at });
-                let mut result = self.cx.finish(*completed, !concurrency_safe);
+                let ticket = tracked.ticket;
+                lock(&self.inner.running).remove(&ticket);
+                let mut result = {
+                    let mut shared = self.shared();
+                    if concurrency_safe {
+                        shared.running_safe -= 1;
+                    } else {
+                        shared.running_exclusive -= 1;
+                    }
+                    let _ = self.events.send(ExecutorEvent::Finished {
+                        tool_use_id,
+                        at: self.inner.now(),
+                    });
+                    shared.cx.finish(*completed, !concurrency_safe)
+                };
                 let failed_for_real =
                     matches!(&result.outcome, Err(e) if e.class != ErrorClass::Cancelled);
                 let cancels_siblings = result
@@ -618,11 +949,11 @@ impl Scheduler {
                     .is_some_and(|f| f.contains(SafetyFlags::CANCELS_SIBLINGS_ON_ERROR));
                 if failed_for_real
                     && cancels_siblings
-                    && self.mode == Mode::Batch
+                    && self.inner.mode == Mode::Batch
                     && self.sibling_failed.is_none()
                 {
                     self.sibling_failed = Some(format!("{} ({})", result.name, result.id));
-                    self.batch.cancel();
+                    self.inner.batch.cancel();
                     self.cancel_waiting();
                 }
                 if let Err(e) = &mut result.outcome
@@ -640,7 +971,7 @@ impl Scheduler {
     /// is read directly, so a result that races the interrupt is labelled
     /// right.
     fn cancellation_message(&self) -> Option<String> {
-        if self.interrupted || self.cx.abort_handle().is_cancelled() {
+        if self.interrupted || self.abort.is_cancelled() {
             Some("cancelled by user".into())
         } else {
             self.sibling_failed
@@ -665,7 +996,7 @@ impl Scheduler {
             return;
         };
         for at in 0..self.uses.len() {
-            if matches!(self.uses[at].state, State::Classifying | State::Queued(_)) {
+            if self.uses[at].state.waiting() {
                 let i = self.base + at;
                 let result = self.cancelled(i, message.clone());
                 self.set_state(i, State::Done(Box::new(result)));
@@ -673,43 +1004,49 @@ impl Scheduler {
         }
     }
 
-    /// Starts waiting uses, in arrival order, while the rule allows.
+    /// Starts waiting uses, in arrival order, while the rule allows (the
+    /// running uses counted include those running in their readers' tasks).
     fn start_what_can_start(&mut self) {
+        let inner = self.inner.clone();
+        let mut shared = lock(&inner.shared);
         for at in 0..self.uses.len() {
             let safe = match &self.uses[at].state {
                 State::Running { .. } | State::Done(_) | State::Emitted => continue,
                 State::Classifying => return,
                 State::Queued(prepared) => prepared.concurrency_safe(),
             };
-            let allowed = self.running_exclusive == 0 && (safe || self.running_safe == 0);
+            let allowed = shared.running_exclusive == 0 && (safe || shared.running_safe == 0);
             if !allowed {
                 return;
             }
-            self.start(at, safe);
+            self.start(&mut shared, at, safe);
         }
     }
 
-    fn start(&mut self, at: usize, concurrency_safe: bool) {
+    fn start(&mut self, shared: &mut Shared, at: usize, concurrency_safe: bool) {
         let i = self.base + at;
-        let cancel = self.batch.child_token();
+        let cancel = self.inner.batch.child_token();
         let running = State::Running {
             cancel: cancel.clone(),
         };
         let State::Queued(prepared) = std::mem::replace(&mut self.uses[at].state, running) else {
             return;
         };
+        shared.waiting -= 1;
         if concurrency_safe {
-            self.running_safe += 1;
+            shared.running_safe += 1;
         } else {
-            self.running_exclusive += 1;
+            shared.running_exclusive += 1;
         }
         let _ = self.events.send(ExecutorEvent::Started {
             tool_use_id: self.uses[at].id.clone(),
-            at: self.now(),
+            at: self.inner.now(),
         });
-        lock(&self.running).insert(i, (self.uses[at].id.clone(), cancel.clone()));
-        let policy = self.calls.policy.clone();
-        let snapshot = self.cx.clone();
+        let ticket = self.inner.ticket();
+        self.uses[at].ticket = ticket;
+        lock(&self.inner.running).insert(ticket, (self.uses[at].id.clone(), cancel.clone()));
+        let policy = shared.calls.policy.clone();
+        let snapshot = shared.cx.clone();
         let control = CallControl {
             progress: self.progress.clone(),
             cancel,
@@ -724,7 +1061,7 @@ impl Scheduler {
         // Anything else runs in a task of its own (in parallel; and in a
         // session, where results leave as they finish, a use run here
         // could be answered before an earlier result's reader woke).
-        if self.mode == Mode::Batch && !concurrency_safe {
+        if self.inner.mode == Mode::Batch && !concurrency_safe {
             self.work.push(Box::pin(run));
         } else {
             let reports = self.reports_tx.clone();
@@ -738,6 +1075,7 @@ impl Scheduler {
     /// every result that is done (in a session), then forgets the uses at
     /// the front that are out.
     fn emit_ready(&mut self) {
+        let mode = self.inner.mode;
         for tracked in self.uses.iter_mut() {
             if self.ready == 0 {
                 break;
@@ -756,7 +1094,7 @@ impl Scheduler {
                     }
                 }
                 State::Emitted => {}
-                _ if self.mode == Mode::Batch => break,
+                _ if mode == Mode::Batch => break,
                 _ => {}
             }
         }
@@ -771,6 +1109,6 @@ impl Scheduler {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
