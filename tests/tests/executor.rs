@@ -485,6 +485,42 @@ async fn cancelling_one_use_answers_it_at_once_or_stops_it() {
     );
 }
 
+/// A submitted use whose reader goes away still runs to its end, in a
+/// task of its own, and an exclusive use submitted after it starts once it
+/// is done (nothing is left counted as running).
+#[tokio::test]
+async fn a_submitted_use_dropped_unread_still_finishes_before_the_next_exclusive_one() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let airlock = fake_host(log.clone()).await;
+    let executor = Executor::session(airlock.clone(), airlock.context());
+    let handle = executor.handle();
+    drop(handle.submit(ToolUse::new("r", "stubborn", json!({"ms": 100}))));
+    let mut write = handle.submit(ToolUse::new("w", "writer", json!({"ms": 0})));
+    let result = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match write.next().await {
+                Some(ExecutorEvent::Result(r)) => return r,
+                Some(_) => {}
+                None => panic!("no result for the exclusive use"),
+            }
+        }
+    })
+    .await
+    .expect("the exclusive use starts once the dropped one is done");
+    assert!(!result.is_error(), "{}", result.text());
+    let runs = log.lock().unwrap().clone();
+    let [r, w] = &runs[..] else {
+        panic!("two runs: {runs:?}")
+    };
+    assert_eq!((r.id.as_str(), r.cancelled), ("r", false));
+    assert!(
+        r.end <= w.start,
+        "the exclusive use started beside the other"
+    );
+    let (_, cx) = executor.finish().await;
+    assert_eq!(cx.state_of("writer").map(|s| s.len()), Some(1));
+}
+
 #[tokio::test]
 async fn a_refresh_gives_later_uses_the_new_tools() {
     let log = Arc::new(Mutex::new(Vec::new()));

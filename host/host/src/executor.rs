@@ -173,6 +173,8 @@ struct Inner {
     batch: CancellationToken,
     started: Instant,
     mode: Mode,
+    /// Where a use whose reader went away finishes.
+    runtime: tokio::runtime::Handle,
 }
 
 /// The state every decision to start a use reads, under one lock, so that
@@ -191,6 +193,13 @@ struct Shared {
     /// The executor's events, for uses that run in their readers' tasks:
     /// let go when the scheduler ends, so the channel then closes.
     events: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+}
+
+impl Shared {
+    /// Whether a concurrency-safe use added now may start at once.
+    fn nothing_waits_or_excludes(&self) -> bool {
+        !self.closed && self.waiting == 0 && self.running_exclusive == 0
+    }
 }
 
 impl Inner {
@@ -231,10 +240,16 @@ impl Inner {
     }
 
     /// Forgets a use that ran in its reader's task and can no longer run
-    /// (dropped with no runtime to finish it on).
-    fn abandon_direct(&self, ticket: u64) {
+    /// (dropped while panicking, or its runtime gone).
+    fn abandon_direct(&self, ticket: u64, tool_use_id: String) {
         lock(&self.running).remove(&ticket);
         let mut shared = lock(&self.shared);
+        if let Some(events) = &shared.events {
+            let _ = events.send(ExecutorEvent::Finished {
+                tool_use_id,
+                at: self.now(),
+            });
+        }
         shared.running_safe -= 1;
         shared.direct -= 1;
         drop(shared);
@@ -298,41 +313,56 @@ impl ExecutorHandle {
         tool_use: ToolUse,
         reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
     ) -> Option<Box<Direct>> {
-        let mut shared = lock(&self.inner.shared);
-        // A tool without a `classify` export is classified from its
-        // descriptor alone; one that classifies each input does it in a
-        // task of its own, so classifications run in parallel. Only a
-        // component's classification runs guest code: host code's is tried
-        // here at once, and handed on if it has to wait.
-        let (in_task, runs_guest_code) = match shared.cx.tools().get(&tool_use.name) {
-            Some(entry) if entry.descriptor().preflight.classify => (
-                true,
-                matches!(
-                    entry.tool.origin(),
-                    ToolOrigin::Bundled(_) | ToolOrigin::File(_)
-                ),
-            ),
-            _ => (false, false),
-        };
         let id = tool_use.id.clone();
         let name = tool_use.name.clone();
-        let policy = shared.calls.policy.clone();
-        let snapshot = shared.cx.clone();
-        let mut classify: Classify =
-            Box::pin(async move { pipeline::prepare(&policy, &snapshot, tool_use).await });
-        let may_start_here = reply.is_some()
-            && self.inner.mode == Mode::Session
-            && !runs_guest_code
-            && !shared.closed
-            && shared.waiting == 0
-            && shared.running_exclusive == 0
-            && !self.abort.is_cancelled();
-        if may_start_here
-            && let Poll::Ready(prepared) = classify
+        let (in_task, may_start_here, mut classify) = {
+            let shared = lock(&self.inner.shared);
+            // A tool without a `classify` export is classified from its
+            // descriptor alone; one that classifies each input does it in
+            // a task of its own, so classifications run in parallel. Only
+            // a component's classification runs guest code: host code's
+            // is tried here at once, and handed on if it has to wait.
+            let (in_task, runs_guest_code) = match shared.cx.tools().get(&tool_use.name) {
+                Some(entry) if entry.descriptor().preflight.classify => (
+                    true,
+                    matches!(
+                        entry.tool.origin(),
+                        ToolOrigin::Bundled(_) | ToolOrigin::File(_)
+                    ),
+                ),
+                _ => (false, false),
+            };
+            let may_start_here = reply.is_some()
+                && self.inner.mode == Mode::Session
+                && !runs_guest_code
+                && shared.nothing_waits_or_excludes()
+                && !self.abort.is_cancelled()
+                && tokio::runtime::Handle::try_current().is_ok();
+            let policy = shared.calls.policy.clone();
+            let snapshot = shared.cx.clone();
+            let classify: Classify =
+                Box::pin(async move { pipeline::prepare(&policy, &snapshot, tool_use).await });
+            (in_task, may_start_here, classify)
+        };
+        // Tried outside the lock: a tool's classification never holds up
+        // the scheduler or other feeders, and may use this handle itself.
+        let classified = if may_start_here {
+            match classify
                 .as_mut()
                 .poll(&mut Context::from_waker(Waker::noop()))
-        {
-            if prepared.concurrency_safe() {
+            {
+                Poll::Ready(prepared) => Some(prepared),
+                Poll::Pending => None,
+            }
+        } else {
+            None
+        };
+        let mut shared = lock(&self.inner.shared);
+        if let Some(prepared) = classified {
+            if prepared.concurrency_safe()
+                && shared.nothing_waits_or_excludes()
+                && !self.abort.is_cancelled()
+            {
                 return Some(self.start_direct(&mut shared, prepared));
             }
             classify = Box::pin(std::future::ready(prepared));
@@ -357,6 +387,7 @@ impl ExecutorHandle {
         let ticket = inner.ticket();
         let cancel = inner.batch.child_token();
         let id = prepared.id().to_string();
+        let prepared_id = id.clone();
         lock(&inner.running).insert(ticket, (id.clone(), cancel.clone()));
         if let Some(events) = &shared.events {
             let at = inner.now();
@@ -383,6 +414,7 @@ impl ExecutorHandle {
             result: None,
             inner: inner.clone(),
             ticket,
+            id: prepared_id,
         })
     }
 
@@ -468,6 +500,7 @@ struct Direct {
     result: Option<ToolResult>,
     inner: Arc<Inner>,
     ticket: u64,
+    id: String,
 }
 
 impl std::fmt::Debug for Direct {
@@ -520,19 +553,37 @@ impl Direct {
 impl Drop for Direct {
     /// A use whose reader went away before its result still runs to its
     /// end (a block-behaviour tool finishes; its context changes apply),
-    /// in a task of its own.
+    /// in a task of its own on the executor's runtime. One whose reader
+    /// is unwinding from a panic (maybe the tool's own) is forgotten.
     fn drop(&mut self) {
         let Some(run) = self.run.take() else { return };
-        let inner = self.inner.clone();
-        let ticket = self.ticket;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let completed = run.await;
-                    inner.finish_direct(ticket, completed);
-                });
-            }
-            Err(_) => inner.abandon_direct(ticket),
+        let unfinished = Unfinished(Some((self.inner.clone(), self.ticket, self.id.clone())));
+        if std::thread::panicking() {
+            return;
+        }
+        self.inner.runtime.spawn(async move {
+            let completed = run.await;
+            unfinished.finish(completed);
+        });
+    }
+}
+
+/// A use running away from its reader: forgotten if dropped unfinished (a
+/// panic, or a runtime shutting down), so the counts never keep it.
+struct Unfinished(Option<(Arc<Inner>, u64, String)>);
+
+impl Unfinished {
+    fn finish(mut self, completed: Completed) {
+        if let Some((inner, ticket, _)) = self.0.take() {
+            inner.finish_direct(ticket, completed);
+        }
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some((inner, ticket, id)) = self.0.take() {
+            inner.abandon_direct(ticket, id);
         }
     }
 }
@@ -581,10 +632,11 @@ impl Executor {
                 events: Some(event_tx.clone()),
             }),
             running: Mutex::default(),
-            tickets: AtomicU64::new(0),
+            tickets: AtomicU64::new(1),
             wake: Notify::new(),
             started: Instant::now(),
             mode,
+            runtime: tokio::runtime::Handle::current(),
         });
         let scheduler = Scheduler::new(inner.clone(), abort.clone(), event_tx);
         let task = tokio::spawn(scheduler.run(command_rx));
