@@ -212,22 +212,29 @@ impl Inner {
     }
 
     /// Ends a use that ran in its reader's task: applies its context
-    /// changes and wakes the scheduler if a use waits or it is closing.
-    fn finish_direct(&self, ticket: u64, completed: Completed) -> ToolResult {
+    /// changes when it completed (`None`: it was dropped unfinished, by a
+    /// panic or a runtime shutting down), releases its counts and wakes
+    /// the scheduler if a use waits or it is closing.
+    fn end_direct(
+        &self,
+        ticket: u64,
+        tool_use_id: String,
+        completed: Option<Completed>,
+    ) -> Option<ToolResult> {
         lock(&self.running).remove(&ticket);
         let mut shared = lock(&self.shared);
         if let Some(events) = &shared.events {
             let _ = events.send(ExecutorEvent::Finished {
-                tool_use_id: completed.result.id.clone(),
+                tool_use_id,
                 at: self.now(),
             });
         }
-        let mut result = shared.cx.finish(completed, false);
+        let mut result = completed.map(|completed| shared.cx.finish(completed, false));
         shared.running_safe -= 1;
         shared.direct -= 1;
         let wake = shared.waiting > 0 || shared.closed;
         drop(shared);
-        if let Err(e) = &mut result.outcome
+        if let Some(Err(e)) = result.as_mut().map(|r| &mut r.outcome)
             && e.class == ErrorClass::Cancelled
             && self.batch.is_cancelled()
         {
@@ -237,23 +244,6 @@ impl Inner {
             self.wake.notify_one();
         }
         result
-    }
-
-    /// Forgets a use that ran in its reader's task and can no longer run
-    /// (dropped while panicking, or its runtime gone).
-    fn abandon_direct(&self, ticket: u64, tool_use_id: String) {
-        lock(&self.running).remove(&ticket);
-        let mut shared = lock(&self.shared);
-        if let Some(events) = &shared.events {
-            let _ = events.send(ExecutorEvent::Finished {
-                tool_use_id,
-                at: self.now(),
-            });
-        }
-        shared.running_safe -= 1;
-        shared.direct -= 1;
-        drop(shared);
-        self.wake.notify_one();
     }
 }
 
@@ -387,7 +377,6 @@ impl ExecutorHandle {
         let ticket = inner.ticket();
         let cancel = inner.batch.child_token();
         let id = prepared.id().to_string();
-        let prepared_id = id.clone();
         lock(&inner.running).insert(ticket, (id.clone(), cancel.clone()));
         if let Some(events) = &shared.events {
             let at = inner.now();
@@ -396,7 +385,7 @@ impl ExecutorHandle {
                 at,
             });
             let _ = events.send(ExecutorEvent::Started {
-                tool_use_id: id,
+                tool_use_id: id.clone(),
                 at,
             });
         }
@@ -412,9 +401,7 @@ impl ExecutorHandle {
             progress_rx,
             logs_rx,
             result: None,
-            inner: inner.clone(),
-            ticket,
-            id: prepared_id,
+            running: Unscheduled(Some((inner.clone(), ticket, id))),
         })
     }
 
@@ -498,9 +485,8 @@ struct Direct {
     logs_rx: mpsc::Receiver<LogEvent>,
     /// The result, once the call completed and its context changes applied.
     result: Option<ToolResult>,
-    inner: Arc<Inner>,
-    ticket: u64,
-    id: String,
+    /// Its place among the running uses, until it ends.
+    running: Unscheduled,
 }
 
 impl std::fmt::Debug for Direct {
@@ -534,7 +520,7 @@ impl Direct {
                 Step::Log(log) => return Some(ExecutorEvent::Log(log)),
                 Step::Completed(completed) => {
                     self.run = None;
-                    self.result = Some(self.inner.finish_direct(self.ticket, *completed));
+                    self.result = self.running.end(*completed);
                 }
             }
         }
@@ -557,33 +543,37 @@ impl Drop for Direct {
     /// is unwinding from a panic (maybe the tool's own) is forgotten.
     fn drop(&mut self) {
         let Some(run) = self.run.take() else { return };
-        let unfinished = Unfinished(Some((self.inner.clone(), self.ticket, self.id.clone())));
         if std::thread::panicking() {
             return;
         }
-        self.inner.runtime.spawn(async move {
+        let mut running = std::mem::take(&mut self.running);
+        let Some((inner, ..)) = &running.0 else {
+            return;
+        };
+        inner.runtime.clone().spawn(async move {
             let completed = run.await;
-            unfinished.finish(completed);
+            running.end(completed);
         });
     }
 }
 
-/// A use running away from its reader: forgotten if dropped unfinished (a
-/// panic, or a runtime shutting down), so the counts never keep it.
-struct Unfinished(Option<(Arc<Inner>, u64, String)>);
+/// A use that runs outside the scheduler, until it ends: dropped before
+/// (a panic, or a runtime shutting down), it is forgotten, so the counts
+/// never keep it.
+#[derive(Default)]
+struct Unscheduled(Option<(Arc<Inner>, u64, String)>);
 
-impl Unfinished {
-    fn finish(mut self, completed: Completed) {
-        if let Some((inner, ticket, _)) = self.0.take() {
-            inner.finish_direct(ticket, completed);
-        }
+impl Unscheduled {
+    fn end(&mut self, completed: Completed) -> Option<ToolResult> {
+        let (inner, ticket, id) = self.0.take()?;
+        inner.end_direct(ticket, id, Some(completed))
     }
 }
 
-impl Drop for Unfinished {
+impl Drop for Unscheduled {
     fn drop(&mut self) {
         if let Some((inner, ticket, id)) = self.0.take() {
-            inner.abandon_direct(ticket, id);
+            inner.end_direct(ticket, id, None);
         }
     }
 }
