@@ -1956,6 +1956,19 @@ fn the_python_sdk_calls_with_a_bearer_token_and_is_refused_without() {
     );
 }
 
+/// The tools a session's `tools/list` shows.
+fn tools_listed(http: &mut Http) -> Vec<serde_json::Value> {
+    let reply = http.request(
+        "POST",
+        "/mcp",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    );
+    reply.message()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
 /// `[auth.tool_scopes]`: a token sees and calls only its scopes' tools
 /// (a read-only scope: only tools declared read-only); a call outside them
 /// is refused with 403 naming the scope that gives it (step-up), and a
@@ -1980,14 +1993,7 @@ fn scopes_decide_which_tools_a_caller_sees_and_calls() {
         http
     };
     let names = |http: &mut Http| {
-        let reply = http.request(
-            "POST",
-            "/mcp",
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
-        );
-        let mut names: Vec<String> = reply.message()["result"]["tools"]
-            .as_array()
-            .unwrap()
+        let mut names: Vec<String> = tools_listed(http)
             .iter()
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect();
@@ -2044,4 +2050,79 @@ fn scopes_decide_which_tools_a_caller_sees_and_calls() {
                 .to_string()
         )
     );
+}
+
+/// `tool_search` searches only the tools a caller's scopes give: its
+/// listed prompt names no deferred tool outside them, and a search by name
+/// finds none; in a session that stepped up to a scope that gives the
+/// tool, the search finds it.
+#[test]
+fn a_caller_finds_only_the_deferred_tools_its_scopes_give() {
+    let home = tempfile::tempdir().unwrap();
+    let key = ec_key("ec-1");
+    let jwks = JwksServer::start(&[&key], false);
+    let server = auth_server_with(
+        home.path(),
+        &jwks.url,
+        "[auth.tool_scopes.\"tools:read\"]\nread_only = true\n\
+         [auth.tool_scopes.\"tools:write\"]\ntools = [\"write\"]\n\
+         [tools.write]\ndefer_loading = true\n",
+    );
+    let search_prompt = |http: &mut Http| {
+        tools_listed(http)
+            .iter()
+            .find(|t| t["name"] == "tool_search")
+            .map(|t| t["description"].as_str().unwrap().to_string())
+            .expect("tool_search is listed")
+    };
+    let select_write = |http: &mut Http| {
+        let arguments = serde_json::json!({"query": "select:write"});
+        let reply = http.request("POST", "/mcp", &call_line(2, "tool_search", arguments));
+        call_text(&reply.message()).0
+    };
+
+    let mut reader = Http::connect(server.addr);
+    let read_only = token(&key, serde_json::json!({"scope": "tools:read"}));
+    reader.authorization = bearer(&read_only);
+    reader.initialize();
+    let prompt = search_prompt(&mut reader);
+    assert!(prompt.contains("Deferred tools: none."), "{prompt}");
+    let found = select_write(&mut reader);
+    assert!(!found.contains("\"write\""), "{found}");
+    assert!(found.contains("No deferred tool matches"), "{found}");
+
+    // The same session, stepped up to a token that gives `write`.
+    let stepped_up = token(&key, serde_json::json!({"scope": "tools:read tools:write"}));
+    reader.authorization = bearer(&stepped_up);
+    let prompt = search_prompt(&mut reader);
+    assert!(prompt.contains("Deferred tools: write."), "{prompt}");
+    let found = select_write(&mut reader);
+    assert!(found.contains("Found 1 tool: write."), "{found}");
+
+    // MCP 2026-07-28: no session, the same view on every request.
+    let mut modern = modern::Connection::open(&server.addr.to_string());
+    modern.authorization = bearer(&read_only);
+    let reply = modern.post(&modern::request(
+        3,
+        "tools/list",
+        serde_json::json!({}),
+        modern::Cx::Default,
+    ));
+    let search = reply.message["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "tool_search")
+        .map(|t| t["description"].to_string())
+        .expect("tool_search is listed");
+    assert!(search.contains("Deferred tools: none."), "{search}");
+    let arguments = serde_json::json!({"query": "select:write"});
+    let reply = modern.post(&modern::call(
+        4,
+        "tool_search",
+        arguments,
+        modern::Cx::Default,
+    ));
+    let found = modern::text(&reply.message);
+    assert!(found.contains("No deferred tool matches"), "{found}");
 }

@@ -611,6 +611,15 @@ fn tool_view(context: &RequestContext<RoleServer>) -> Option<&auth::ToolView> {
         .get::<auth::ToolView>()
 }
 
+/// `airlock` with only the tools `view` gives (all of them without one):
+/// `tool_search` in it names and finds only those.
+fn narrowed(airlock: Airlock, view: Option<&auth::ToolView>) -> Airlock {
+    match view {
+        Some(view) => airlock.view(|d| view.allows(d)),
+        None => airlock,
+    }
+}
+
 /// `value` as a JSON response.
 fn json_response(status: http::StatusCode, value: &serde_json::Value) -> http::Response<HttpBody> {
     let mut response = plain(status, &value.to_string());
@@ -984,6 +993,10 @@ struct Session {
     log_level: AtomicU8,
     /// The spilled results this session was given as resource links.
     given: Mutex<Given>,
+    /// The tools the scopes of the session's latest request give (`None`:
+    /// every tool): its list, its executor and so `tool_search` see only
+    /// those, and a session that steps up to more scopes sees more.
+    view: Mutex<Option<auth::ToolView>>,
     /// The calls this session asked to run as tasks.
     tasks: tasks::Tasks,
 }
@@ -1023,6 +1036,7 @@ impl McpServer {
                 offered: Mutex::default(),
                 log_level: AtomicU8::new(logging::DEFAULT),
                 given: Mutex::default(),
+                view: Mutex::default(),
                 tasks: tasks::Tasks::default(),
             }),
         }
@@ -1164,10 +1178,29 @@ impl Session {
         link
     }
 
-    /// Later calls see `airlock`'s tools.
+    /// Later calls see `airlock`'s tools (those the session's view gives).
     fn refresh(&self, airlock: Airlock) {
-        let airlock = airlock.with_prompter(self.prompter.clone());
-        *self.tools.write().unwrap_or_else(|e| e.into_inner()) = airlock.context().tools().clone();
+        let view = lock(&self.view);
+        self.take_up(airlock, view.as_ref());
+    }
+
+    /// Narrows the session to the tools `view` gives (the scopes of the
+    /// request being served; `None`: every tool), unless it already is.
+    fn narrow(&self, view: Option<&auth::ToolView>) {
+        let mut current = lock(&self.view);
+        if current.as_ref() == view {
+            return;
+        }
+        *current = view.cloned();
+        self.take_up(self.host.tools.borrow().clone(), view);
+    }
+
+    /// Later calls see the tools of `airlock` that `view` gives; the
+    /// caller holds the view's lock, so the session's tools and its
+    /// executor's change together.
+    fn take_up(&self, airlock: Airlock, view: Option<&auth::ToolView>) {
+        let airlock = narrowed(airlock, view).with_prompter(self.prompter.clone());
+        *self.tools.write().unwrap_or_else(|e| e.into_inner()) = airlock.visible_tools();
         if let Some(executor) = self.executor.get() {
             executor.refresh(airlock);
         }
@@ -1179,12 +1212,9 @@ impl Session {
     /// finished) are not read.
     fn executor(&self) -> &ExecutorHandle {
         self.executor.get_or_init(|| {
-            let airlock = self
-                .host
-                .tools
-                .borrow()
-                .clone()
-                .with_prompter(self.prompter.clone());
+            let airlock = self.host.tools.borrow().clone();
+            let airlock =
+                narrowed(airlock, lock(&self.view).as_ref()).with_prompter(self.prompter.clone());
             let cx = airlock.context();
             Executor::session(airlock, cx).handle()
         })
@@ -1493,13 +1523,16 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         // A 2026-07-28 request has no session, and nothing refreshes the
         // session's list: it sees the host's tools as they are now.
+        let view = tool_view(&context);
         let tools = if stateless::is_stateless(&context.meta) {
-            self.session.host.tools.borrow().visible_tools()
+            narrowed(self.session.host.tools.borrow().clone(), view).visible_tools()
         } else {
+            self.session.narrow(view);
             self.tools()
         };
         let mut entries = listed(&tools, &lock(&self.session.found));
-        if let Some(view) = tool_view(&context) {
+        // Another request of the session may have narrowed it since.
+        if let Some(view) = view {
             entries.retain(|e| view.allows(e.descriptor()));
         }
         let cursor = request.and_then(|r| r.cursor);
@@ -1641,6 +1674,7 @@ impl ServerHandler for McpServer {
         if stateless::is_stateless(&context.meta) {
             return self.call_stateless(request, context, received).await;
         }
+        self.session.narrow(tool_view(&context));
         let Some(lists_output_schema) = self
             .tools()
             .get(&request.name)

@@ -22,7 +22,7 @@
 
 use super::{
     McpServer, Progress, Received, cancelled_by_client, connection_closed, logging, mcp_result,
-    no_such_tool, wait_turn, waiting,
+    narrowed, no_such_tool, tool_view, wait_turn, waiting,
 };
 use airlock_host::adapters::mcp::output_schema;
 use airlock_host::contexts::{ContextError, Contexts};
@@ -147,7 +147,7 @@ impl McpServer {
             }
         };
         // The host's own prompter answers permission questions.
-        let airlock = session.host.tools.borrow().clone();
+        let airlock = narrowed(session.host.tools.borrow().clone(), tool_view(&context));
         let mut cx = airlock.context();
         // The host's tools as they are now: no session refreshes a list.
         let Some(entry) = cx.tools().get(&request.name) else {

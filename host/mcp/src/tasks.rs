@@ -549,6 +549,7 @@ impl McpServer {
             .task
             .0
             .map_err(|e| ErrorData::invalid_params(e, None))?;
+        self.session.narrow(super::tool_view(&context));
         if self.tools().get(&call.params.name).is_none() {
             return Err(super::no_such_tool(&call.params.name));
         }
