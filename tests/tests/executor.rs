@@ -80,7 +80,9 @@ enum Feed {
     Session,
     /// A session's requests, each submitted and read from its own events by
     /// a task of its own (as the MCP server does): a concurrency-safe use
-    /// that may start at once runs in that task.
+    /// that may start at once runs in that task, unless it was submitted
+    /// to be scheduled (every other use here, as the MCP server does for a
+    /// call with more behind it).
     Submitted,
 }
 
@@ -102,14 +104,18 @@ async fn run_batch(batch: &[Planned], feed: Feed) -> (Vec<String>, Vec<String>, 
         let submitted = submitted.clone();
         async move {
             let mut readers = Vec::new();
-            for (p, id) in batch.iter().zip(&ids) {
+            for (i, (p, id)) in batch.iter().zip(&ids).enumerate() {
                 let tool_use = ToolUse::new(
                     id.clone(),
                     "fake",
                     json!({"ms": p.ms, "exclusive": p.exclusive}),
                 );
                 if feed == Feed::Submitted {
-                    let mut events = executor.handle().submit(tool_use);
+                    let mut events = if i % 2 == 0 {
+                        executor.handle().submit(tool_use)
+                    } else {
+                        executor.handle().submit_scheduled(tool_use)
+                    };
                     let submitted = submitted.clone();
                     readers.push(tokio::spawn(async move {
                         let mut results = Vec::new();
@@ -519,6 +525,38 @@ async fn a_submitted_use_dropped_unread_still_finishes_before_the_next_exclusive
     );
     let (_, cx) = executor.finish().await;
     assert_eq!(cx.state_of("writer").map(|s| s.len()), Some(1));
+}
+
+/// A use submitted to be scheduled runs whether or not its events are
+/// read (one submitted to run where it is read waits for its reader).
+#[tokio::test]
+async fn a_use_submitted_to_be_scheduled_runs_before_its_events_are_read() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let airlock = fake_host(log.clone()).await;
+    let executor = Executor::session(airlock.clone(), airlock.context());
+    let mut events =
+        executor
+            .handle()
+            .submit_scheduled(ToolUse::new("r", "reader", json!({"ms": 0})));
+    let ran = tokio::time::timeout(Duration::from_secs(10), async {
+        while log.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(
+        ran.is_ok(),
+        "the use did not run until its events were read"
+    );
+    let result = loop {
+        match events.next().await {
+            Some(ExecutorEvent::Result(r)) => break r,
+            Some(_) => {}
+            None => panic!("no result"),
+        }
+    };
+    assert!(!result.is_error(), "{}", result.text());
+    assert_eq!(log.lock().unwrap().len(), 1, "it ran once");
 }
 
 #[tokio::test]

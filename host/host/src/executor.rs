@@ -250,7 +250,7 @@ impl Inner {
 impl ExecutorHandle {
     /// Adds a tool use, as soon as its block is complete in the stream.
     pub fn add(&self, tool_use: ToolUse) {
-        let direct = self.add_use(tool_use, None);
+        let direct = self.add_use(tool_use, None, false);
         debug_assert!(
             direct.is_none(),
             "only a submitted use runs where it is read"
@@ -285,8 +285,22 @@ impl ExecutorHandle {
     /// # }
     /// ```
     pub fn submit(&self, tool_use: ToolUse) -> UseEvents {
+        self.submit_use(tool_use, true)
+    }
+
+    /// As [`ExecutorHandle::submit`], but the use never runs in the task
+    /// that reads its events: the scheduler starts it in a task of its
+    /// own. For a use with more submitted right behind it (a client's
+    /// burst of calls): 64 `sleep` calls in flight over MCP stdio, each
+    /// run in its reader's task, cost about twice the CPU per call they
+    /// cost started by the scheduler.
+    pub fn submit_scheduled(&self, tool_use: ToolUse) -> UseEvents {
+        self.submit_use(tool_use, false)
+    }
+
+    fn submit_use(&self, tool_use: ToolUse, may_run_here: bool) -> UseEvents {
         let (tx, rx) = mpsc::unbounded_channel();
-        let events = match self.add_use(tool_use, Some(tx)) {
+        let events = match self.add_use(tool_use, Some(tx), may_run_here) {
             Some(direct) => Events::Direct(direct),
             None => Events::Scheduled(rx),
         };
@@ -302,6 +316,7 @@ impl ExecutorHandle {
         &self,
         tool_use: ToolUse,
         reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+        may_run_here: bool,
     ) -> Option<Box<Direct>> {
         let id = tool_use.id.clone();
         let name = tool_use.name.clone();
@@ -322,7 +337,7 @@ impl ExecutorHandle {
                 ),
                 _ => (false, false),
             };
-            let may_start_here = reply.is_some()
+            let may_start_here = may_run_here
                 && self.inner.mode == Mode::Session
                 && !runs_guest_code
                 && shared.nothing_waits_or_excludes()

@@ -817,7 +817,6 @@ impl SessionManager for OrderedSessions {
 struct Ordered<T> {
     inner: T,
     turns: Arc<Mutex<Turns>>,
-    next: u64,
     closed: CancellationToken,
 }
 
@@ -826,7 +825,6 @@ impl<T> Ordered<T> {
         Ordered {
             inner,
             turns: Arc::default(),
-            next: 0,
             closed: CancellationToken::new(),
         }
     }
@@ -856,12 +854,16 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
         match &mut message {
             Some(JsonRpcMessage::Request(JsonRpcRequest { request, .. })) => {
                 if let ClientRequest::CallToolRequest(call) = request {
+                    let number = {
+                        let mut turns = lock(&self.turns);
+                        turns.received += 1;
+                        turns.received - 1
+                    };
                     let turn = Turn(Arc::new(TurnInner {
-                        number: self.next,
+                        number,
                         turns: self.turns.clone(),
                         taken: AtomicBool::new(false),
                     }));
-                    self.next += 1;
                     call.extensions_mut().insert(Received {
                         turn,
                         closed: self.closed.clone(),
@@ -894,6 +896,8 @@ struct Received {
 /// waking every waiter at each turn cost each call a pass over the others.
 #[derive(Default)]
 struct Turns {
+    /// How many calls the connection received: the next one's number.
+    received: u64,
     next: u64,
     given_up: BTreeSet<u64>,
     waiting: HashMap<u64, oneshot::Sender<()>>,
@@ -948,6 +952,11 @@ impl Turn {
 
     fn take(&self) {
         self.0.take();
+    }
+
+    /// Whether the connection received a call after this one.
+    fn followed(&self) -> bool {
+        lock(&self.0.turns).received > self.0.number + 1
     }
 }
 
@@ -1696,10 +1705,15 @@ impl ServerHandler for McpServer {
             count: 0.0,
         });
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let mut events = session.executor().submit(
-            ToolUse::new(id.clone(), request.name.as_ref(), input)
-                .with_caller(identity(&context).map(auth::Identity::caller)),
-        );
+        let tool_use = ToolUse::new(id.clone(), request.name.as_ref(), input)
+            .with_caller(identity(&context).map(auth::Identity::caller));
+        // A call with more behind it (a burst) is started by the scheduler
+        // with the others; a lone call runs in this task.
+        let mut events = if received.as_ref().is_some_and(|r| r.turn.followed()) {
+            session.executor().submit_scheduled(tool_use)
+        } else {
+            session.executor().submit(tool_use)
+        };
         if let Some(received) = received {
             received.turn.take();
         }
@@ -1982,6 +1996,34 @@ mod tests {
             .expect("the third turn comes")
             .unwrap();
         assert!(lock(&ordered.turns).waiting.is_empty(), "no waiter is left");
+    }
+
+    /// A call knows whether the connection received another after it (so
+    /// it is one of a burst, and goes to the executor's scheduler).
+    #[tokio::test]
+    async fn a_call_is_followed_once_a_later_one_was_received() {
+        use tokio::io::AsyncWriteExt;
+        let (server_in, mut client_out) = tokio::io::duplex(1 << 16);
+        let mut ordered = Ordered::new(tasks::Stdio::new(server_in, tokio::io::sink()));
+        let call = |id: u32| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{}}}}}}"#
+            ) + "\n"
+        };
+        let mut next_turn = async || match ordered.receive().await {
+            Some(JsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::CallToolRequest(call),
+                ..
+            })) => call.extensions().get::<Received>().unwrap().turn.clone(),
+            other => panic!("not a call: {other:?}"),
+        };
+        client_out.write_all(call(1).as_bytes()).await.unwrap();
+        let first = next_turn().await;
+        assert!(!first.followed(), "nothing came after the first yet");
+        client_out.write_all(call(2).as_bytes()).await.unwrap();
+        let second = next_turn().await;
+        assert!(first.followed());
+        assert!(!second.followed());
     }
 
     #[test]
