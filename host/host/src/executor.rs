@@ -250,11 +250,7 @@ impl Inner {
 impl ExecutorHandle {
     /// Adds a tool use, as soon as its block is complete in the stream.
     pub fn add(&self, tool_use: ToolUse) {
-        let direct = self.add_use(tool_use, None, false);
-        debug_assert!(
-            direct.is_none(),
-            "only a submitted use runs where it is read"
-        );
+        self.add_use(tool_use, Reader::Executor);
     }
 
     /// Adds a tool use whose progress, log lines and result come on a
@@ -285,7 +281,12 @@ impl ExecutorHandle {
     /// # }
     /// ```
     pub fn submit(&self, tool_use: ToolUse) -> UseEvents {
-        self.submit_use(tool_use, true)
+        let (tx, rx) = mpsc::unbounded_channel();
+        let events = match self.add_use(tool_use, Reader::Here(tx)) {
+            Some(direct) => Events::Direct(direct),
+            None => Events::Scheduled(rx),
+        };
+        UseEvents { events }
     }
 
     /// As [`ExecutorHandle::submit`], but the use never runs in the task
@@ -295,16 +296,11 @@ impl ExecutorHandle {
     /// run in its reader's task, cost about twice the CPU per call they
     /// cost started by the scheduler.
     pub fn submit_scheduled(&self, tool_use: ToolUse) -> UseEvents {
-        self.submit_use(tool_use, false)
-    }
-
-    fn submit_use(&self, tool_use: ToolUse, may_run_here: bool) -> UseEvents {
         let (tx, rx) = mpsc::unbounded_channel();
-        let events = match self.add_use(tool_use, Some(tx), may_run_here) {
-            Some(direct) => Events::Direct(direct),
-            None => Events::Scheduled(rx),
-        };
-        UseEvents { events }
+        self.add_use(tool_use, Reader::Scheduled(tx));
+        UseEvents {
+            events: Events::Scheduled(rx),
+        }
     }
 
     /// Classifies the use over the context as it is now and hands it to
@@ -312,12 +308,7 @@ impl ExecutorHandle {
     /// start at once, starts it here to run where its events are read. The
     /// decision and the hand-off happen under the shared lock, so uses
     /// start in the order they were added.
-    fn add_use(
-        &self,
-        tool_use: ToolUse,
-        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
-        may_run_here: bool,
-    ) -> Option<Box<Direct>> {
+    fn add_use(&self, tool_use: ToolUse, reader: Reader) -> Option<Box<Direct>> {
         let id = tool_use.id.clone();
         let name = tool_use.name.clone();
         let (in_task, may_start_here, mut classify) = {
@@ -337,7 +328,7 @@ impl ExecutorHandle {
                 ),
                 _ => (false, false),
             };
-            let may_start_here = may_run_here
+            let may_start_here = matches!(reader, Reader::Here(_))
                 && self.inner.mode == Mode::Session
                 && !runs_guest_code
                 && shared.nothing_waits_or_excludes()
@@ -373,6 +364,10 @@ impl ExecutorHandle {
             classify = Box::pin(std::future::ready(prepared));
         }
         shared.waiting += 1;
+        let reply = match reader {
+            Reader::Executor => None,
+            Reader::Here(reply) | Reader::Scheduled(reply) => Some(reply),
+        };
         let _ = self.commands.send(Command::Add {
             id,
             name,
@@ -470,6 +465,18 @@ impl ExecutorHandle {
 #[derive(Debug)]
 pub struct UseEvents {
     events: Events,
+}
+
+/// Who reads an added use's events, and so where it may run.
+enum Reader {
+    /// [`Executor::next`] ([`ExecutorHandle::add`]): the scheduler runs it.
+    Executor,
+    /// The task that reads its own channel ([`ExecutorHandle::submit`]):
+    /// it runs there if it may start at once.
+    Here(mpsc::UnboundedSender<ExecutorEvent>),
+    /// Its own channel, but the scheduler runs it
+    /// ([`ExecutorHandle::submit_scheduled`]).
+    Scheduled(mpsc::UnboundedSender<ExecutorEvent>),
 }
 
 #[derive(Debug)]
@@ -1108,10 +1115,12 @@ impl Scheduler {
             progress: self.progress.clone(),
             cancel,
         };
-        let run = async move {
+        // Boxed: the call's future is kilobytes, and a spawned task's
+        // future is copied whole as the task is made and as it ends.
+        let run = Box::pin(async move {
             let completed = pipeline::execute(&policy, &snapshot, *prepared, control).await;
             Report::Finished(i, Box::new(completed), concurrency_safe)
-        };
+        });
         // In a batch, an exclusive use runs in this task: nothing may start
         // beside it, its result leaves in its place whatever task ran it,
         // and a cancel or interrupt reaches its token without this task.
@@ -1119,7 +1128,7 @@ impl Scheduler {
         // session, where results leave as they finish, a use run here
         // could be answered before an earlier result's reader woke).
         if self.inner.mode == Mode::Batch && !concurrency_safe {
-            self.work.push(Box::pin(run));
+            self.work.push(run);
         } else {
             let reports = self.reports_tx.clone();
             tokio::spawn(async move {
