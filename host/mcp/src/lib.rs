@@ -1662,6 +1662,20 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // Boxed: rmcp spawns a task per request, and a task's future is
+        // copied whole as the task is made and as it ends; this one is
+        // about 7.5 KB.
+        Box::pin(self.call_tool_now(request, context)).await
+    }
+}
+
+impl McpServer {
+    /// [`ServerHandler::call_tool`]'s body.
+    async fn call_tool_now(
+        &self,
+        request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // Without a turn (a transport other than this module's), the call
