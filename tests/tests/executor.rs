@@ -5,7 +5,8 @@
 
 use airlock_host::PermissionMode;
 use airlock_host::{
-    Airlock, Engine, ErrorClass, Executor, ExecutorEvent, Grants, Registry, ToolUse,
+    Airlock, Engine, ErrorClass, Executor, ExecutorEvent, Grants, Registry, Submit, ToolResult,
+    ToolUse, UseEvents,
 };
 use airlock_host::{InterruptBehavior, SafetyFlags};
 use airlock_tests::fake::{FakeTool, Run};
@@ -82,7 +83,9 @@ enum Feed {
     /// a task of its own (as the MCP server does): a concurrency-safe use
     /// that may start at once runs in that task, unless it was submitted
     /// to be scheduled (every other use here, as the MCP server does for a
-    /// call with more behind it).
+    /// call with more behind it); and every third is held until its
+    /// events are dropped (as the MCP server does until its reply is
+    /// written).
     Submitted,
 }
 
@@ -111,11 +114,13 @@ async fn run_batch(batch: &[Planned], feed: Feed) -> (Vec<String>, Vec<String>, 
                     json!({"ms": p.ms, "exclusive": p.exclusive}),
                 );
                 if feed == Feed::Submitted {
-                    let mut events = if i % 2 == 0 {
-                        executor.handle().submit(tool_use)
+                    let how = if i % 2 == 0 {
+                        Submit::default()
                     } else {
-                        executor.handle().submit_scheduled(tool_use)
+                        Submit::default().scheduled()
                     };
+                    let how = if i % 3 == 0 { how.held() } else { how };
+                    let mut events = executor.handle().submit_with(tool_use, how);
                     let submitted = submitted.clone();
                     readers.push(tokio::spawn(async move {
                         let mut results = Vec::new();
@@ -491,6 +496,17 @@ async fn cancelling_one_use_answers_it_at_once_or_stops_it() {
     );
 }
 
+/// A submitted use's result (its other events passed over).
+async fn result_of(events: &mut UseEvents) -> Box<ToolResult> {
+    loop {
+        match events.next().await {
+            Some(ExecutorEvent::Result(r)) => return r,
+            Some(_) => {}
+            None => panic!("no result"),
+        }
+    }
+}
+
 /// A submitted use whose reader goes away still runs to its end, in a
 /// task of its own, and an exclusive use submitted after it starts once it
 /// is done (nothing is left counted as running).
@@ -502,17 +518,9 @@ async fn a_submitted_use_dropped_unread_still_finishes_before_the_next_exclusive
     let handle = executor.handle();
     drop(handle.submit(ToolUse::new("r", "stubborn", json!({"ms": 100}))));
     let mut write = handle.submit(ToolUse::new("w", "writer", json!({"ms": 0})));
-    let result = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match write.next().await {
-                Some(ExecutorEvent::Result(r)) => return r,
-                Some(_) => {}
-                None => panic!("no result for the exclusive use"),
-            }
-        }
-    })
-    .await
-    .expect("the exclusive use starts once the dropped one is done");
+    let result = tokio::time::timeout(Duration::from_secs(10), result_of(&mut write))
+        .await
+        .expect("the exclusive use starts once the dropped one is done");
     assert!(!result.is_error(), "{}", result.text());
     let runs = log.lock().unwrap().clone();
     let [r, w] = &runs[..] else {
@@ -527,6 +535,44 @@ async fn a_submitted_use_dropped_unread_still_finishes_before_the_next_exclusive
     assert_eq!(cx.state_of("writer").map(|s| s.len()), Some(1));
 }
 
+/// A held use keeps its place until its events are dropped, not only
+/// until its result is read: an exclusive use submitted after it starts
+/// only then, wherever the held one ran (in its reader's task, or
+/// scheduled). A front end writes the held result out before dropping
+/// them, so the exclusive use's result can never be written first.
+#[tokio::test]
+async fn a_held_use_keeps_its_place_until_its_events_are_dropped() {
+    for how in [
+        Submit::default().held(),
+        Submit::default().scheduled().held(),
+    ] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let airlock = fake_host(log.clone()).await;
+        let executor = Executor::session(airlock.clone(), airlock.context());
+        let handle = executor.handle();
+        let mut read = handle.submit_with(ToolUse::new("r", "reader", json!({"ms": 0})), how);
+        let result = result_of(&mut read).await;
+        assert!(!result.is_error(), "{how:?}: {}", result.text());
+        let mut write = handle.submit(ToolUse::new("w", "writer", json!({"ms": 0})));
+        let early = tokio::time::timeout(Duration::from_millis(300), write.next()).await;
+        assert!(
+            early.is_err(),
+            "{how:?}: the exclusive use ran while the held one's events were kept: {early:?}"
+        );
+        let released = Instant::now();
+        drop(read);
+        let result = tokio::time::timeout(Duration::from_secs(10), result_of(&mut write))
+            .await
+            .expect("the exclusive use starts once the held events are dropped");
+        assert!(!result.is_error(), "{how:?}: {}", result.text());
+        let runs = log.lock().unwrap().clone();
+        let [_, w] = &runs[..] else {
+            panic!("two runs: {runs:?}")
+        };
+        assert!(w.start >= released, "{how:?}: started before the release");
+    }
+}
+
 /// A use submitted to be scheduled runs whether or not its events are
 /// read (one submitted to run where it is read waits for its reader).
 #[tokio::test]
@@ -534,10 +580,10 @@ async fn a_use_submitted_to_be_scheduled_runs_before_its_events_are_read() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let airlock = fake_host(log.clone()).await;
     let executor = Executor::session(airlock.clone(), airlock.context());
-    let mut events =
-        executor
-            .handle()
-            .submit_scheduled(ToolUse::new("r", "reader", json!({"ms": 0})));
+    let mut events = executor.handle().submit_with(
+        ToolUse::new("r", "reader", json!({"ms": 0})),
+        Submit::default().scheduled(),
+    );
     let ran = tokio::time::timeout(Duration::from_secs(10), async {
         while log.lock().unwrap().is_empty() {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -548,13 +594,7 @@ async fn a_use_submitted_to_be_scheduled_runs_before_its_events_are_read() {
         ran.is_ok(),
         "the use did not run until its events were read"
     );
-    let result = loop {
-        match events.next().await {
-            Some(ExecutorEvent::Result(r)) => break r,
-            Some(_) => {}
-            None => panic!("no result"),
-        }
-    };
+    let result = result_of(&mut events).await;
     assert!(!result.is_error(), "{}", result.text());
     assert_eq!(log.lock().unwrap().len(), 1, "it ran once");
 }

@@ -86,7 +86,7 @@ enum Command {
         /// Whether the tool classifies each input: then in a task of its
         /// own, so classifications run in parallel.
         in_task: bool,
-        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+        reply: Option<Reply>,
     },
     AddFailed(ToolUse, CallError),
     Cancel(String),
@@ -211,16 +211,34 @@ impl Inner {
         self.tickets.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Gives up a held use's place among the running uses, and wakes the
+    /// scheduler if a use waits.
+    fn release(&self, concurrency_safe: bool) {
+        let mut shared = lock(&self.shared);
+        if concurrency_safe {
+            shared.running_safe -= 1;
+        } else {
+            shared.running_exclusive -= 1;
+        }
+        let wake = shared.waiting > 0;
+        drop(shared);
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+
     /// Ends a use that ran in its reader's task: applies its context
     /// changes when it completed (`None`: it was dropped unfinished, by a
-    /// panic or a runtime shutting down), releases its counts and wakes
-    /// the scheduler if a use waits or it is closing.
+    /// panic or a runtime shutting down), gives up its place unless it is
+    /// held (the place is returned, for its reader to keep), and wakes the
+    /// scheduler if a use waits or it is closing.
     fn end_direct(
-        &self,
+        self: &Arc<Self>,
         ticket: u64,
         tool_use_id: String,
         completed: Option<Completed>,
-    ) -> Option<ToolResult> {
+        held: bool,
+    ) -> (Option<ToolResult>, Option<Place>) {
         lock(&self.running).remove(&ticket);
         let mut shared = lock(&self.shared);
         if let Some(events) = &shared.events {
@@ -230,9 +248,11 @@ impl Inner {
             });
         }
         let mut result = completed.map(|completed| shared.cx.finish(completed, false));
-        shared.running_safe -= 1;
+        if !held {
+            shared.running_safe -= 1;
+        }
         shared.direct -= 1;
-        let wake = shared.waiting > 0 || shared.closed;
+        let wake = (!held && shared.waiting > 0) || shared.closed;
         drop(shared);
         if let Some(Err(e)) = result.as_mut().map(|r| &mut r.outcome)
             && e.class == ErrorClass::Cancelled
@@ -243,7 +263,11 @@ impl Inner {
         if wake {
             self.wake.notify_one();
         }
-        result
+        let place = held.then(|| Place {
+            inner: self.clone(),
+            concurrency_safe: true,
+        });
+        (result, place)
     }
 }
 
@@ -281,26 +305,43 @@ impl ExecutorHandle {
     /// # }
     /// ```
     pub fn submit(&self, tool_use: ToolUse) -> UseEvents {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let events = match self.add_use(tool_use, Reader::Here(tx)) {
-            Some(direct) => Events::Direct(direct),
-            None => Events::Scheduled(rx),
-        };
-        UseEvents { events }
+        self.submit_with(tool_use, Submit::default())
     }
 
-    /// As [`ExecutorHandle::submit`], but the use never runs in the task
-    /// that reads its events: the scheduler starts it in a task of its
-    /// own. For a use with more submitted right behind it (a client's
-    /// burst of calls): 64 `sleep` calls in flight over MCP stdio, each
-    /// run in its reader's task, cost about twice the CPU per call they
-    /// cost started by the scheduler.
-    pub fn submit_scheduled(&self, tool_use: ToolUse) -> UseEvents {
+    /// As [`ExecutorHandle::submit`], run and held as `how` says.
+    ///
+    /// ```
+    /// # async fn example(airlock: airlock_host::Airlock) {
+    /// use airlock_host::{Executor, ExecutorEvent, Submit, ToolUse};
+    /// use serde_json::json;
+    ///
+    /// let executor = Executor::session(airlock.clone(), airlock.context());
+    /// let how = Submit::default().scheduled().held();
+    /// let mut events = executor
+    ///     .handle()
+    ///     .submit_with(ToolUse::new("call-1", "sleep", json!({"ms": 0})), how);
+    /// while let Some(event) = events.next().await {
+    ///     if let ExecutorEvent::Result(result) = event {
+    ///         println!("{}", result.text());
+    ///         break;
+    ///     }
+    /// }
+    /// // The result is written out: uses that waited for this one may start.
+    /// drop(events);
+    /// # }
+    /// ```
+    pub fn submit_with(&self, tool_use: ToolUse, how: Submit) -> UseEvents {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.add_use(tool_use, Reader::Scheduled(tx));
-        UseEvents {
-            events: Events::Scheduled(rx),
-        }
+        let reply = Reply { tx, held: how.held };
+        let reader = Reader::Own {
+            reply,
+            may_run_here: !how.scheduled,
+        };
+        let events = match self.add_use(tool_use, reader) {
+            Some(direct) => Events::Direct(direct),
+            None => Events::Scheduled { rx, place: None },
+        };
+        UseEvents { events }
     }
 
     /// Classifies the use over the context as it is now and hands it to
@@ -328,8 +369,13 @@ impl ExecutorHandle {
                 ),
                 _ => (false, false),
             };
-            let may_start_here = matches!(reader, Reader::Here(_))
-                && self.inner.mode == Mode::Session
+            let may_start_here = matches!(
+                reader,
+                Reader::Own {
+                    may_run_here: true,
+                    ..
+                }
+            ) && self.inner.mode == Mode::Session
                 && !runs_guest_code
                 && shared.nothing_waits_or_excludes()
                 && !self.abort.is_cancelled()
@@ -353,21 +399,22 @@ impl ExecutorHandle {
         } else {
             None
         };
+        let reply = match reader {
+            Reader::Executor => None,
+            Reader::Own { reply, .. } => Some(reply),
+        };
         let mut shared = lock(&self.inner.shared);
         if let Some(prepared) = classified {
             if prepared.concurrency_safe()
                 && shared.nothing_waits_or_excludes()
                 && !self.abort.is_cancelled()
             {
-                return Some(self.start_direct(&mut shared, prepared));
+                let held = reply.as_ref().is_some_and(|r| r.held);
+                return Some(self.start_direct(&mut shared, prepared, held));
             }
             classify = Box::pin(std::future::ready(prepared));
         }
         shared.waiting += 1;
-        let reply = match reader {
-            Reader::Executor => None,
-            Reader::Here(reply) | Reader::Scheduled(reply) => Some(reply),
-        };
         let _ = self.commands.send(Command::Add {
             id,
             name,
@@ -380,7 +427,7 @@ impl ExecutorHandle {
 
     /// Starts a concurrency-safe use to run in the task that reads its
     /// events.
-    fn start_direct(&self, shared: &mut Shared, prepared: Prepared) -> Box<Direct> {
+    fn start_direct(&self, shared: &mut Shared, prepared: Prepared, held: bool) -> Box<Direct> {
         let inner = &self.inner;
         shared.running_safe += 1;
         shared.direct += 1;
@@ -411,6 +458,8 @@ impl ExecutorHandle {
             progress_rx,
             logs_rx,
             result: None,
+            held,
+            place: None,
             running: Unscheduled(Some((inner.clone(), ticket, id))),
         })
     }
@@ -467,22 +516,88 @@ pub struct UseEvents {
     events: Events,
 }
 
+/// How a use is submitted ([`ExecutorHandle::submit_with`]): by default
+/// it runs in the task that reads its events if it may start at once, and
+/// gives up its place among the running uses as soon as it is done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Submit {
+    scheduled: bool,
+    held: bool,
+}
+
+impl Submit {
+    /// The use never runs in the task that reads its events: the
+    /// scheduler starts it in a task of its own. For a use with more
+    /// submitted right behind it (a client's burst of calls): 64 `sleep`
+    /// calls in flight over MCP stdio, each run in its reader's task, cost
+    /// about twice the CPU per call they cost started by the scheduler.
+    #[must_use]
+    pub fn scheduled(self) -> Submit {
+        Submit {
+            scheduled: true,
+            ..self
+        }
+    }
+
+    /// The use keeps its place among the running uses (so an exclusive
+    /// use added after it waits, and, if it is exclusive, everything
+    /// added after it) until its [`UseEvents`] is dropped, not only until
+    /// it is done. For a front end that writes results out: it drops the
+    /// events once the result is written, so the result of a use that
+    /// started after this one ended is never written before this one's.
+    /// Events kept after their result hold up those uses for as long.
+    #[must_use]
+    pub fn held(self) -> Submit {
+        Submit { held: true, ..self }
+    }
+}
+
 /// Who reads an added use's events, and so where it may run.
 enum Reader {
     /// [`Executor::next`] ([`ExecutorHandle::add`]): the scheduler runs it.
     Executor,
-    /// The task that reads its own channel ([`ExecutorHandle::submit`]):
-    /// it runs there if it may start at once.
-    Here(mpsc::UnboundedSender<ExecutorEvent>),
-    /// Its own channel, but the scheduler runs it
-    /// ([`ExecutorHandle::submit_scheduled`]).
-    Scheduled(mpsc::UnboundedSender<ExecutorEvent>),
+    /// A task that reads the use's own channel
+    /// ([`ExecutorHandle::submit_with`]): the use runs there if it may
+    /// start at once and the submitter allows it.
+    Own { reply: Reply, may_run_here: bool },
+}
+
+/// A submitted use's own channel: its events, and with a held use's
+/// result, its place.
+struct Reply {
+    tx: mpsc::UnboundedSender<(ExecutorEvent, Option<Place>)>,
+    held: bool,
+}
+
+/// A started use's place among the running uses, given up when dropped:
+/// a held use's is kept by its [`UseEvents`] after the use is done.
+struct Place {
+    inner: Arc<Inner>,
+    concurrency_safe: bool,
+}
+
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Place")
+            .field("concurrency_safe", &self.concurrency_safe)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.inner.release(self.concurrency_safe);
+    }
 }
 
 #[derive(Debug)]
 enum Events {
-    /// The scheduler runs the use and sends its events.
-    Scheduled(mpsc::UnboundedReceiver<ExecutorEvent>),
+    /// The scheduler runs the use and sends its events; a held use's
+    /// place comes with its result, and is kept here.
+    Scheduled {
+        rx: mpsc::UnboundedReceiver<(ExecutorEvent, Option<Place>)>,
+        place: Option<Place>,
+    },
     /// The use runs as its events are read.
     Direct(Box<Direct>),
 }
@@ -493,7 +608,13 @@ impl UseEvents {
     /// executor stopped without one).
     pub async fn next(&mut self) -> Option<ExecutorEvent> {
         match &mut self.events {
-            Events::Scheduled(rx) => rx.recv().await,
+            Events::Scheduled { rx, place } => {
+                let (event, given) = rx.recv().await?;
+                if given.is_some() {
+                    *place = given;
+                }
+                Some(event)
+            }
             Events::Direct(direct) => direct.next().await,
         }
     }
@@ -507,6 +628,10 @@ struct Direct {
     logs_rx: mpsc::Receiver<LogEvent>,
     /// The result, once the call completed and its context changes applied.
     result: Option<ToolResult>,
+    /// Whether it keeps its place once it completed ([`Submit::held`]),
+    /// and the place it keeps.
+    held: bool,
+    place: Option<Place>,
     /// Its place among the running uses, until it ends.
     running: Unscheduled,
 }
@@ -542,7 +667,7 @@ impl Direct {
                 Step::Log(log) => return Some(ExecutorEvent::Log(log)),
                 Step::Completed(completed) => {
                     self.run = None;
-                    self.result = self.running.end(*completed);
+                    (self.result, self.place) = self.running.end(*completed, self.held);
                 }
             }
         }
@@ -561,8 +686,9 @@ impl Direct {
 impl Drop for Direct {
     /// A use whose reader went away before its result still runs to its
     /// end (a block-behaviour tool finishes; its context changes apply),
-    /// in a task of its own on the executor's runtime. One whose reader
-    /// is unwinding from a panic (maybe the tool's own) is forgotten.
+    /// in a task of its own on the executor's runtime, and then gives up
+    /// its place. One whose reader is unwinding from a panic (maybe the
+    /// tool's own) is forgotten.
     fn drop(&mut self) {
         let Some(run) = self.run.take() else { return };
         if std::thread::panicking() {
@@ -574,7 +700,7 @@ impl Drop for Direct {
         };
         inner.runtime.clone().spawn(async move {
             let completed = run.await;
-            running.end(completed);
+            running.end(completed, false);
         });
     }
 }
@@ -586,16 +712,18 @@ impl Drop for Direct {
 struct Unscheduled(Option<(Arc<Inner>, u64, String)>);
 
 impl Unscheduled {
-    fn end(&mut self, completed: Completed) -> Option<ToolResult> {
-        let (inner, ticket, id) = self.0.take()?;
-        inner.end_direct(ticket, id, Some(completed))
+    fn end(&mut self, completed: Completed, held: bool) -> (Option<ToolResult>, Option<Place>) {
+        let Some((inner, ticket, id)) = self.0.take() else {
+            return (None, None);
+        };
+        inner.end_direct(ticket, id, Some(completed), held)
     }
 }
 
 impl Drop for Unscheduled {
     fn drop(&mut self) {
         if let Some((inner, ticket, id)) = self.0.take() {
-            inner.end_direct(ticket, id, None);
+            inner.end_direct(ticket, id, None, false);
         }
     }
 }
@@ -745,7 +873,9 @@ struct Tracked {
     /// Its key among the running uses, once started.
     ticket: u64,
     /// Where its progress, log lines and result go, when submitted.
-    reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+    reply: Option<Reply>,
+    /// A held use's place once it is done, to go out with its result.
+    place: Option<Place>,
 }
 
 /// Work the scheduler polls itself: the classification of a use whose
@@ -864,24 +994,28 @@ impl Scheduler {
     }
 
     fn forward_progress(&self, progress: ProgressEvent) {
-        let to = self.reply_of(&progress.tool_use_id);
-        let _ = to.send(ExecutorEvent::Progress(progress));
+        let to = progress.tool_use_id.clone();
+        self.forward(&to, ExecutorEvent::Progress(progress));
     }
 
     fn forward_log(&self, log: LogEvent) {
-        let to = self.reply_of(&log.tool_use_id);
-        let _ = to.send(ExecutorEvent::Log(log));
+        let to = log.tool_use_id.clone();
+        self.forward(&to, ExecutorEvent::Log(log));
     }
 
-    /// Where the events of the latest use with this id go: its own channel
-    /// when it was submitted, else the executor's.
-    fn reply_of(&self, id: &str) -> &mpsc::UnboundedSender<ExecutorEvent> {
-        self.uses
+    /// Sends `event` where the events of the latest use with this id go:
+    /// its own channel when it was submitted, else the executor's.
+    fn forward(&self, id: &str, event: ExecutorEvent) {
+        let reply = self
+            .uses
             .iter()
             .rev()
             .find(|u| u.id == id)
-            .and_then(|u| u.reply.as_ref())
-            .unwrap_or(&self.events)
+            .and_then(|u| u.reply.as_ref());
+        let _ = match reply {
+            Some(reply) => reply.tx.send((event, None)).map_err(drop),
+            None => self.events.send(event).map_err(drop),
+        };
     }
 
     fn add(
@@ -890,7 +1024,7 @@ impl Scheduler {
         name: String,
         classify: Classify,
         in_task: bool,
-        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
+        reply: Option<Reply>,
     ) {
         let i = self.track(id, name, State::Classifying, reply);
         if let Some(message) = self.cancellation_message() {
@@ -951,13 +1085,7 @@ impl Scheduler {
         }
     }
 
-    fn track(
-        &mut self,
-        id: String,
-        name: String,
-        state: State,
-        reply: Option<mpsc::UnboundedSender<ExecutorEvent>>,
-    ) -> usize {
+    fn track(&mut self, id: String, name: String, state: State, reply: Option<Reply>) -> usize {
         let _ = self.events.send(ExecutorEvent::Queued {
             tool_use_id: id.clone(),
             at: self.inner.now(),
@@ -968,6 +1096,7 @@ impl Scheduler {
             state,
             ticket: 0,
             reply,
+            place: None,
         });
         self.base + self.uses.len() - 1
     }
@@ -989,15 +1118,25 @@ impl Scheduler {
             }
             Report::Finished(i, completed, concurrency_safe) => {
                 self.forward_sent();
+                let inner = self.inner.clone();
                 let Some(tracked) = self.slot(i) else { return };
                 let tool_use_id = tracked.id.clone();
                 let ticket = tracked.ticket;
+                // A held use keeps its place until its reader lets its
+                // events go; the place goes out with its result.
+                let held = tracked.reply.as_ref().is_some_and(|r| r.held);
+                if held {
+                    tracked.place = Some(Place {
+                        inner,
+                        concurrency_safe,
+                    });
+                }
                 lock(&self.inner.running).remove(&ticket);
                 let mut result = {
                     let mut shared = self.shared();
-                    if concurrency_safe {
+                    if !held && concurrency_safe {
                         shared.running_safe -= 1;
-                    } else {
+                    } else if !held {
                         shared.running_exclusive -= 1;
                     }
                     let _ = self.events.send(ExecutorEvent::Finished {
@@ -1153,9 +1292,13 @@ impl Scheduler {
                     {
                         self.ready -= 1;
                         let event = ExecutorEvent::Result(result);
+                        // A held use's place goes with its result: if its
+                        // reader is gone, it is given up at once.
                         let _ = match tracked.reply.take() {
-                            Some(reply) => reply.send(event),
-                            None => self.events.send(event),
+                            Some(reply) => {
+                                reply.tx.send((event, tracked.place.take())).map_err(drop)
+                            }
+                            None => self.events.send(event).map_err(drop),
                         };
                     }
                 }

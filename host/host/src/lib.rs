@@ -101,7 +101,7 @@ pub use airlock_core::tool::{
 pub use airlock_engine::{Engine, WasmTool};
 pub use call::{CallControl, Caller, PermissionRecord, ToolResult, ToolUse};
 pub use context::{Completed, Denial, READ_FILE_CACHE, ToolContext};
-pub use executor::{Calls, Executor, ExecutorEvent, ExecutorHandle, UseEvents};
+pub use executor::{Calls, Executor, ExecutorEvent, ExecutorHandle, Submit, UseEvents};
 pub use pipeline::prompt::{
     AllowPrompter, DenyPrompter, PermissionAnswer, PermissionPrompter, PermissionRequest,
 };

@@ -18,18 +18,19 @@ use airlock_host::contexts::Contexts;
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::tool::ProgressEvent;
 use airlock_host::{Entry, Registry, SourceStamp};
-use airlock_host::{Executor, ExecutorEvent, ExecutorHandle};
+use airlock_host::{Executor, ExecutorEvent, ExecutorHandle, Submit, UseEvents};
 use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use airlock_host::{ToolResult, ToolUse};
 use async_trait::async_trait;
 use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
-    ClientRequest, ContentBlock as McpContent, CustomRequest, CustomResult, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions, Implementation, JsonRpcMessage,
-    JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
+    ClientNotification, ClientRequest, ContentBlock as McpContent, CustomRequest, CustomResult,
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions,
+    Implementation, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    RequestId, Resource, ResourceContents, ServerCapabilities, ServerConfig, ServerJsonRpcMessage,
+    SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, SubscriptionContext,
@@ -810,13 +811,15 @@ impl SessionManager for OrderedSessions {
 /// is received, its turn (and the connection's end, [`Received`]): rmcp
 /// handles each request in a task of its own, and those tasks start in no
 /// particular order, so the turn is what keeps calls in the client's order.
-/// When the peer closes the connection, the end is signalled. It is also
-/// where MCP tasks meet rmcp: calls run as tasks and `tasks/*` requests are
-/// turned into custom requests (`tasks::divert`), and replies get what
-/// rmcp's types lack (`tasks::shape`).
+/// A call keeps its place in the executor until its reply is written
+/// ([`Replies`]). When the peer closes the connection, the end is
+/// signalled. It is also where MCP tasks meet rmcp: calls run as tasks and
+/// `tasks/*` requests are turned into custom requests (`tasks::divert`),
+/// and replies get what rmcp's types lack (`tasks::shape`).
 struct Ordered<T> {
     inner: T,
     turns: Arc<Mutex<Turns>>,
+    replies: Replies<UseEvents>,
     closed: CancellationToken,
 }
 
@@ -825,6 +828,7 @@ impl<T> Ordered<T> {
         Ordered {
             inner,
             turns: Arc::default(),
+            replies: Replies::default(),
             closed: CancellationToken::new(),
         }
     }
@@ -846,13 +850,24 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
         mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         tasks::shape(&mut item);
-        self.inner.send(item)
+        let id = match &item {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        let held = id.and_then(|id| self.replies.close(id));
+        let sent = self.inner.send(item);
+        async move {
+            let sent = sent.await;
+            drop(held);
+            sent
+        }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         let mut message = self.inner.receive().await;
         match &mut message {
-            Some(JsonRpcMessage::Request(JsonRpcRequest { request, .. })) => {
+            Some(JsonRpcMessage::Request(JsonRpcRequest { request, id, .. })) => {
                 if let ClientRequest::CallToolRequest(call) = request {
                     let number = {
                         let mut turns = lock(&self.turns);
@@ -864,12 +879,24 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
                         turns: self.turns.clone(),
                         taken: AtomicBool::new(false),
                     }));
+                    self.replies.open(id.clone());
                     call.extensions_mut().insert(Received {
                         turn,
+                        id: id.clone(),
+                        replies: self.replies.clone(),
                         closed: self.closed.clone(),
                     });
                 }
                 tasks::divert(request);
+            }
+            // rmcp drops the reply of a call the client cancelled.
+            Some(JsonRpcMessage::Notification(JsonRpcNotification {
+                notification: ClientNotification::CancelledNotification(cancelled),
+                ..
+            })) => {
+                if let Some(id) = &cancelled.params.request_id {
+                    drop(self.replies.close(id));
+                }
             }
             Some(_) => {}
             None => self.closed.cancel(),
@@ -886,8 +913,68 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
 #[derive(Clone)]
 struct Received {
     turn: Turn,
+    /// The request's id, and where its events are held until its reply
+    /// is written.
+    id: RequestId,
+    replies: Replies<UseEvents>,
     /// Cancelled when the connection ends.
     closed: CancellationToken,
+}
+
+impl Received {
+    /// Keeps the call's `events` (submitted held) until its reply is
+    /// written: dropped at once if it already was, or will never be.
+    fn hold_until_written(&self, events: UseEvents) {
+        self.replies.hold(&self.id, events);
+    }
+}
+
+/// The calls a connection received whose replies are not yet written,
+/// each with what keeps its place in the executor once its handler has
+/// its result (its events, submitted held). That is given up once the
+/// reply is written, when the client cancels the call (rmcp then drops
+/// its reply) or when the connection ends: so a call that could not start
+/// beside it starts only then, and its reply never goes out first, however
+/// late the task that returns this one's reply to rmcp runs.
+struct Replies<H>(Arc<Mutex<HashMap<RequestId, Option<H>>>>);
+
+impl<H> Clone for Replies<H> {
+    fn clone(&self) -> Self {
+        Replies(self.0.clone())
+    }
+}
+
+impl<H> Default for Replies<H> {
+    fn default() -> Self {
+        Replies(Arc::default())
+    }
+}
+
+impl<H> Replies<H> {
+    /// A call with this id was received.
+    fn open(&self, id: RequestId) {
+        // A call whose id the client reused lets go of what it held.
+        let reused = lock(&self.0).insert(id, None);
+        drop(reused);
+    }
+
+    /// Keeps `held` until call `id`'s reply is written; lets go of it at
+    /// once if the call is over.
+    fn hold(&self, id: &RequestId, held: H) {
+        let over = match lock(&self.0).get_mut(id) {
+            Some(slot) => {
+                *slot = Some(held);
+                None
+            }
+            None => Some(held),
+        };
+        drop(over);
+    }
+
+    /// Call `id` is over: what it held, to be let go of.
+    fn close(&self, id: &RequestId) -> Option<H> {
+        lock(&self.0).remove(id).flatten()
+    }
 }
 
 /// Which turn comes next on a connection; turns given up before their time
@@ -1722,13 +1809,15 @@ impl McpServer {
         let tool_use = ToolUse::new(id.clone(), request.name.as_ref(), input)
             .with_caller(identity(&context).map(auth::Identity::caller));
         // A call with more behind it (a burst) is started by the scheduler
-        // with the others; a lone call runs in this task.
-        let mut events = if received.as_ref().is_some_and(|r| r.turn.followed()) {
-            session.executor().submit_scheduled(tool_use)
-        } else {
-            session.executor().submit(tool_use)
+        // with the others; a lone call runs in this task. A call on a
+        // connection keeps its place until its reply is written.
+        let how = match &received {
+            Some(received) if received.turn.followed() => Submit::default().scheduled().held(),
+            Some(_) => Submit::default().held(),
+            None => Submit::default(),
         };
-        if let Some(received) = received {
+        let mut events = session.executor().submit_with(tool_use, how);
+        if let Some(received) = &received {
             received.turn.take();
         }
         // The call's progress and log lines come before its result, and
@@ -1741,7 +1830,11 @@ impl McpServer {
                             let _ = context.peer.notify_tool_list_changed().await;
                         }
                         let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
-                        return Ok(mcp_result(*result, lists_output_schema, spilled).into());
+                        let reply = mcp_result(*result, lists_output_schema, spilled).into();
+                        if let Some(received) = &received {
+                            received.hold_until_written(events);
+                        }
+                        return Ok(reply);
                     }
                     Some(ExecutorEvent::Progress(event)) => {
                         if let Some(param) = progress.as_mut().and_then(|p| p.next(&event)) {
@@ -2038,6 +2131,186 @@ mod tests {
         let second = next_turn().await;
         assert!(first.followed());
         assert!(!second.followed());
+    }
+
+    use serde_json::Value;
+
+    /// A transport whose client is the test: what it sends comes from a
+    /// channel, and the reply to request 1 takes 300 ms to be written.
+    struct SlowFirstReply {
+        from_client: tokio::sync::mpsc::UnboundedReceiver<ClientJsonRpcMessage>,
+        /// Each reply's id, when it was handed over and when written.
+        written: Arc<Mutex<Vec<(Value, std::time::Instant, std::time::Instant)>>>,
+    }
+
+    impl Transport<RoleServer> for SlowFirstReply {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            item: ServerJsonRpcMessage,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            let handed = std::time::Instant::now();
+            let id = match &item {
+                JsonRpcMessage::Response(r) => Some(serde_json::to_value(&r.id).unwrap()),
+                JsonRpcMessage::Error(e) => {
+                    e.id.as_ref().map(|id| serde_json::to_value(id).unwrap())
+                }
+                _ => None,
+            };
+            let written = self.written.clone();
+            async move {
+                if let Some(id) = id {
+                    if id == 1 {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    lock(&written).push((id, handed, std::time::Instant::now()));
+                }
+                Ok(())
+            }
+        }
+
+        async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+            self.from_client.recv().await
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    /// An exclusive call sent right after another starts only once that
+    /// one's reply is written, however long the writing takes: so its own
+    /// reply never goes out first (a `sleep`'s reply took 300 ms to write
+    /// here, and the `write` behind it waited for it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_exclusive_call_starts_once_the_reply_before_it_is_written() {
+        use airlock_host::testing::setup;
+        let s = setup(&[]);
+        let mut config = s.config.clone();
+        config.bundled_tools = true;
+        let ws = config.workspace.clone().unwrap();
+        let host = McpHost::new(Airlock::open(config).await.unwrap());
+        let (client, from_client) = tokio::sync::mpsc::unbounded_channel();
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let transport = Ordered::new(SlowFirstReply {
+            from_client,
+            written: written.clone(),
+        });
+        let session = host.session();
+        tokio::spawn(async move {
+            if let Ok(running) = session.serve(transport).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let send = |message: Value| {
+            client
+                .send(serde_json::from_value(message).unwrap())
+                .unwrap()
+        };
+        send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}}),
+        );
+        send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let call = |id: u32, name: &str, arguments: Value| {
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}})
+        };
+        let target = ws.join("b.txt");
+        let write = |id| {
+            call(
+                id,
+                "write",
+                serde_json::json!({"file_path": target, "content": "x"}),
+            )
+        };
+        let replies = async |n: usize| {
+            tokio::time::timeout(Duration::from_secs(120), async {
+                loop {
+                    if lock(&written).len() == n {
+                        return lock(&written).clone();
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .expect("every reply")
+        };
+        // Both tools compiled first (their compiles would hide the order).
+        send(call(10, "sleep", serde_json::json!({"ms": 0})));
+        send(write(11));
+        replies(3).await;
+        send(call(1, "sleep", serde_json::json!({"ms": 0})));
+        send(write(2));
+        let replies = replies(5).await;
+        let [.., (first, _, sleep_written), (second, write_handed, _)] = &replies[..] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (first, second),
+            (&serde_json::json!(1), &serde_json::json!(2))
+        );
+        assert!(
+            write_handed >= sleep_written,
+            "the write was answered {:?} before the sleep's reply was written",
+            *sleep_written - *write_handed
+        );
+        assert_eq!(std::fs::read_to_string(target).unwrap(), "x");
+    }
+
+    /// What a call holds is let go of once the call is over (its reply
+    /// written, or the client cancelled it), at once if it already is, and
+    /// when the client reuses its id.
+    #[tokio::test]
+    async fn a_call_holds_its_place_only_until_it_is_over() {
+        let replies = Replies::<Arc<()>>::default();
+        let held = Arc::new(());
+        let id = RequestId::Number(1);
+        replies.open(id.clone());
+        replies.hold(&id, held.clone());
+        assert_eq!(
+            Arc::strong_count(&held),
+            2,
+            "kept until the reply is written"
+        );
+        drop(replies.close(&id));
+        assert_eq!(Arc::strong_count(&held), 1, "let go of once it is");
+        replies.hold(&id, held.clone());
+        assert_eq!(
+            Arc::strong_count(&held),
+            1,
+            "a call that is over holds nothing"
+        );
+        replies.open(id.clone());
+        replies.hold(&id, held.clone());
+        replies.open(id.clone());
+        assert_eq!(
+            Arc::strong_count(&held),
+            1,
+            "a reused id lets go of the first"
+        );
+
+        let (client, from_client) = tokio::sync::mpsc::unbounded_channel();
+        let mut ordered = Ordered::new(SlowFirstReply {
+            from_client,
+            written: Arc::default(),
+        });
+        let message = |m| serde_json::from_value::<ClientJsonRpcMessage>(m).unwrap();
+        client
+            .send(message(serde_json::json!({"jsonrpc": "2.0", "id": 7,
+                "method": "tools/call", "params": {"name": "sleep"}})))
+            .unwrap();
+        client
+            .send(message(serde_json::json!({"jsonrpc": "2.0",
+                "method": "notifications/cancelled", "params": {"requestId": 7}})))
+            .unwrap();
+        ordered.receive().await.unwrap();
+        let call = RequestId::Number(7);
+        assert!(lock(&ordered.replies.0).contains_key(&call), "a call opens");
+        ordered.receive().await.unwrap();
+        assert!(lock(&ordered.replies.0).is_empty(), "its cancel closes it");
     }
 
     #[test]
