@@ -19,19 +19,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+
+from mcp_raw_stdio import line, start, wait_until_idle
 
 IN_FLIGHT = 64
-
-
-def line(n: int) -> bytes:
-    return (json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                        "params": {"name": "sleep", "arguments": {"ms": 0}}}) + "\n").encode()
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def count(binary: str, calls: int, in_flight: int, home: str, workspace: str) -> int:
@@ -40,50 +31,23 @@ def count(binary: str, calls: int, in_flight: int, home: str, workspace: str) ->
     out_file = os.path.join(home, "callgrind.out")
     for old in glob.glob(out_file + "*"):
         os.remove(old)
-    env = dict(os.environ, HOME=home, XDG_CACHE_HOME=os.path.join(home, "cache"))
-    env.pop("AIRLOCK_CONFIG", None)
-    env.pop("XDG_CONFIG_HOME", None)
-    server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-         f"--callgrind-out-file={out_file}", binary, "--workspace", workspace, "mcp"],
-        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        bufsize=0)
-    buffer = b""
-
-    def next_line() -> bytes:
-        nonlocal buffer
-        while b"\n" not in buffer:
-            chunk = os.read(server.stdout.fileno(), 1 << 20)
-            if not chunk:
-                raise SystemExit("the server closed its output")
-            buffer += chunk
-        one, _, buffer = buffer.partition(b"\n")
-        return one
-
-    init = {"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "instructions", "version": "1"}}
-    server.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                                    "params": init}) + "\n").encode())
-    next_line()
-    server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    server, out = start(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                         f"--callgrind-out-file={out_file}", binary, "--workspace", workspace,
+                         "mcp"], home, "instructions")
     for n in range(100):
         server.stdin.write(line(n))
-        next_line()
+        out.next()
     # The other tools compile in the background: wait until that is over.
-    while True:
-        before = cpu_seconds(server.pid)
-        time.sleep(2)
-        if cpu_seconds(server.pid) - before < 0.1:
-            break
+    wait_until_idle(server.pid)
     for n in range(50):
         server.stdin.write(line(n))
-        next_line()
+        out.next()
     subprocess.run(["callgrind_control", "-i", "on", str(server.pid)],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     for _ in range(calls // in_flight):
         server.stdin.write(b"".join(line(n) for n in range(in_flight)))
         for _ in range(in_flight):
-            reply = next_line()
+            reply = out.next()
     assert b'"isError":false' in reply, reply
     subprocess.run(["callgrind_control", "-i", "off", str(server.pid)],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
@@ -107,4 +71,6 @@ def main(binary: str, calls: int) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
     main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 640)

@@ -66,21 +66,28 @@ def wait_until_idle(pid: int) -> None:
             return
 
 
+def start(command: list, home: str, client: str):
+    """Starts `command` (an `airlock mcp` server over stdio) with `home` as
+    its HOME and no configuration, and initializes it as `client`: the
+    process, and the lines it writes."""
+    env = dict(os.environ, HOME=home, XDG_CACHE_HOME=os.path.join(home, "cache"))
+    env.pop("AIRLOCK_CONFIG", None)
+    env.pop("XDG_CONFIG_HOME", None)
+    server = subprocess.Popen(command, env=env, bufsize=0, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = Lines(server.stdout.fileno())
+    init = {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"}}
+    server.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                    "params": init}) + "\n").encode())
+    out.next()
+    server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    return server, out
+
+
 def main(binary: str, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as workspace:
-        env = dict(os.environ, HOME=home, XDG_CACHE_HOME=os.path.join(home, "cache"))
-        env.pop("AIRLOCK_CONFIG", None)
-        env.pop("XDG_CONFIG_HOME", None)
-        server = subprocess.Popen([binary, "--workspace", workspace, "mcp"], env=env, bufsize=0,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL)
-        out = Lines(server.stdout.fileno())
-        init = {"protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"}}
-        server.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                                        "params": init}) + "\n").encode())
-        out.next()
-        server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        server, out = start([binary, "--workspace", workspace, "mcp"], home, "raw")
         # The first calls wait for `sleep` to compile; the rest of the
         # bundled tools compile in the background meanwhile, and nothing
         # is timed until that is over.
@@ -112,4 +119,6 @@ def main(binary: str, rounds: int) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
     main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 4)
