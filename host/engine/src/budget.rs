@@ -75,7 +75,7 @@ impl WriteBudget {
     /// Takes `cost` from the budget, or refuses (and takes nothing).
     fn charge(&self, cost: u64) -> Result<(), BudgetExceeded> {
         self.remaining
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            .try_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
                 left.checked_sub(cost)
             })
             .map(drop)

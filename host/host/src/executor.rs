@@ -200,6 +200,15 @@ impl Shared {
     fn nothing_waits_or_excludes(&self) -> bool {
         !self.closed && self.waiting == 0 && self.running_exclusive == 0
     }
+
+    /// A running use gives up its place.
+    fn leave(&mut self, concurrency_safe: bool) {
+        if concurrency_safe {
+            self.running_safe -= 1;
+        } else {
+            self.running_exclusive -= 1;
+        }
+    }
 }
 
 impl Inner {
@@ -215,11 +224,7 @@ impl Inner {
     /// scheduler if a use waits.
     fn release(&self, concurrency_safe: bool) {
         let mut shared = lock(&self.shared);
-        if concurrency_safe {
-            shared.running_safe -= 1;
-        } else {
-            shared.running_exclusive -= 1;
-        }
+        shared.leave(concurrency_safe);
         let wake = shared.waiting > 0;
         drop(shared);
         if wake {
@@ -249,7 +254,7 @@ impl Inner {
         }
         let mut result = completed.map(|completed| shared.cx.finish(completed, false));
         if !held {
-            shared.running_safe -= 1;
+            shared.leave(true);
         }
         shared.direct -= 1;
         let wake = (!held && shared.waiting > 0) || shared.closed;
@@ -1134,10 +1139,8 @@ impl Scheduler {
                 lock(&self.inner.running).remove(&ticket);
                 let mut result = {
                     let mut shared = self.shared();
-                    if !held && concurrency_safe {
-                        shared.running_safe -= 1;
-                    } else if !held {
-                        shared.running_exclusive -= 1;
+                    if !held {
+                        shared.leave(concurrency_safe);
                     }
                     let _ = self.events.send(ExecutorEvent::Finished {
                         tool_use_id,

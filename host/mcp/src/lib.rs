@@ -551,7 +551,7 @@ impl HttpFront {
             && self
                 .sessions
                 .live
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                .try_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                     (n < self.max_sessions).then_some(n + 1)
                 })
                 .is_err()
@@ -2027,6 +2027,7 @@ fn connection_closed() -> ErrorData {
 mod tests {
     use super::*;
     use airlock_host::SafetyFlags;
+    use serde_json::Value;
 
     /// A tool listed before it was compiled (`Airlock::open`) that then
     /// fails to load is taken off the list the sessions serve (each is
@@ -2132,8 +2133,6 @@ mod tests {
         assert!(first.followed());
         assert!(!second.followed());
     }
-
-    use serde_json::Value;
 
     /// A transport whose client is the test: what it sends comes from a
     /// channel, and the reply to request 1 takes 300 ms to be written.
