@@ -351,6 +351,10 @@ def main():
     sdk = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_sdk_read.py"), str(airlock)],
                          capture=True).strip().splitlines()[-1])
     COMMANDS.append(f"python3 scripts/mcp_sdk_read.py {airlock}  (Python `mcp` 2.3.0)")
+    # The same `read` with the simplest client of each transport.
+    raw_http = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_raw_http.py"), str(airlock)],
+                              capture=True).strip().splitlines()[-1])
+    COMMANDS.append(f"python3 scripts/mcp_raw_http.py {airlock}")
 
     corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     same = rg_counts == airlock_counts
@@ -482,6 +486,10 @@ def main():
          f"{sdk['http_over_stdio']:.1f}× (the SDK's HTTP client alone, a bare `httpx2` POST: "
          f"{sdk['http_client_floor']['median_us']:.0f} µs)", sdk["http_over_stdio"] <= 2,
          "sdk_http"),
+        ("8i", "… the same `read` with the simplest client (keep-alive POSTs, no SDK)",
+         "reported", f"{raw_http['http_us']:.0f} µs",
+         f"the same over stdio (JSON-RPC lines, no SDK): {raw_http['stdio_us']:.0f} µs",
+         f"{raw_http['http_over_stdio']:.2f}×", True, None),
         ("9", "`tool_search` over 1,000 deferred tools (BM25), a call through the pipeline",
          "reported", us(search_call), f"a `sleep` call: {us(search_sleep)}",
          f"{search_call / search_sleep:.1f}×; building the index and searching: {us(search_fn)}", True, None),
@@ -563,11 +571,11 @@ def main():
         "per call in the multi-threaded runtime (futex) between the feeder, the scheduler and "
         "the writer. A single-threaded runtime for `airlock run`, with guests on a pool, "
         "would move it.",
-        "sdk_http": "The SDK's HTTP client: each request is an httpx POST whose reply is read "
-        "as an SSE stream, about 1.3 ms per call here. A raw HTTP client's `read` against the "
-        "same server costs about as much as the SDK's stdio call (0.34 ms), and the same SDK "
-        "against its own reference server (`MCPServer`) is 3.4× slower over HTTP than over "
-        "stdio.",
+        "sdk_http": "The SDK's HTTP client. The server answers a call with one JSON object "
+        "on a kept-alive connection; with the simplest client of each transport (row 8i), a "
+        "call over HTTP cost 1.6–1.9× one over stdio on 2026-12-04. The SDK's HTTP client alone (a bare `httpx2` "
+        "POST, the baseline's last figure) costs more than that, and the SDK's own handling of "
+        "each request over HTTP (its tasks and streams per message) costs more again.",
         "epoch": "Wasmtime checks the epoch at every loop header and function entry (a load, "
         "a compare, a branch); tight loops pay most. Fewer checks would need wasmtime to "
         "hoist them out of counted loops.",

@@ -66,14 +66,19 @@ def wait_until_idle(pid: int) -> None:
             return
 
 
+def server_env(home: str) -> dict:
+    """The environment of a server with `home` as its HOME and no configuration."""
+    env = dict(os.environ, HOME=home, XDG_CACHE_HOME=os.path.join(home, "cache"))
+    env.pop("AIRLOCK_CONFIG", None)
+    env.pop("XDG_CONFIG_HOME", None)
+    return env
+
+
 def start(command: list, home: str, client: str):
     """Starts `command` (an `airlock mcp` server over stdio) with `home` as
     its HOME and no configuration, and initializes it as `client`: the
     process, and the lines it writes."""
-    env = dict(os.environ, HOME=home, XDG_CACHE_HOME=os.path.join(home, "cache"))
-    env.pop("AIRLOCK_CONFIG", None)
-    env.pop("XDG_CONFIG_HOME", None)
-    server = subprocess.Popen(command, env=env, bufsize=0, stdin=subprocess.PIPE,
+    server = subprocess.Popen(command, env=server_env(home), bufsize=0, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = Lines(server.stdout.fileno())
     init = {"protocolVersion": "2025-06-18", "capabilities": {},
