@@ -1812,7 +1812,8 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
     }
 
     // MCP 2026-07-28 calls that name no context run in their caller's own
-    // default context: bob's edit does not pass on alice's read.
+    // default context: bob's edit does not pass on alice's read. A context
+    // a caller created is its own too.
     let file = home.path().join("workspace/notes.txt");
     let file = file.to_str().unwrap();
     let as_user = |sub: &str| {
@@ -1840,6 +1841,24 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
         reply.message
     );
     let reply = alice.post(&modern::call(3, "edit", edit, modern::Cx::Default));
+    assert_eq!(
+        reply.message["result"]["isError"], false,
+        "{}",
+        reply.message
+    );
+    // A context alice created is hers: to bob its id names no context.
+    let read = serde_json::json!({"file_path": file});
+    let reply = alice.post(&modern::call(4, "read", read.clone(), modern::Cx::New));
+    let id = modern::context_of(&reply.message).expect("a new context's id");
+    let reply = bob.post(&modern::call(5, "read", read.clone(), modern::Cx::Id(&id)));
+    assert!(
+        reply.message["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("there is no context")),
+        "{}",
+        reply.message
+    );
+    let reply = alice.post(&modern::call(6, "read", read, modern::Cx::Id(&id)));
     assert_eq!(
         reply.message["result"]["isError"], false,
         "{}",

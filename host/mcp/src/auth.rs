@@ -54,7 +54,8 @@ impl Identity {
     }
 
     /// A short key naming this caller (its issuer and subject) and no
-    /// other: what its own default context and its sessions are bound to.
+    /// other: what its own contexts (its default one and those it created)
+    /// and its sessions are bound to.
     pub fn key(&self) -> String {
         let mut hasher = blake3::Hasher::new();
         hasher.update(self.issuer.as_bytes());

@@ -190,13 +190,14 @@ impl McpServer {
             Some(in_lane) => in_lane,
             None => waiting(entering, &context.ct, &closed).await?,
         };
+        // An authenticated caller's contexts are its own: its default
+        // context, and the ones it created, which no one else can name.
+        let owner = crate::identity(&context).map(crate::auth::Identity::key);
+        let owner = owner.as_deref();
         let loaded = match named {
-            Named::Default => {
-                let owner = crate::identity(&context).map(crate::auth::Identity::key);
-                contexts.load_default(&mut cx, owner.as_deref()).await
-            }
-            Named::Fresh => contexts.load(None, &mut cx).await,
-            Named::Id(id) => contexts.load(Some(id), &mut cx).await,
+            Named::Default => contexts.load_default(&mut cx, owner).await,
+            Named::Fresh => contexts.load_as(None, owner, &mut cx).await,
+            Named::Id(id) => contexts.load_as(Some(id), owner, &mut cx).await,
         }
         .map_err(|e| context_error(&e))?;
         let use_id = session.next_use_id();

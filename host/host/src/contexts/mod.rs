@@ -16,6 +16,12 @@
 //! one exception by design: it has no id, and until a call changes it, it
 //! is a fresh context.
 //!
+//! A context created by an authenticated caller is that caller's
+//! ([`Contexts::load_as`]): its id names it for its owner alone, and for
+//! anyone else, anonymous callers too, it is an id the store does not
+//! hold. An id that leaks (a log, a shared transcript) gives no one else
+//! the context. A context created without an owner is used without one.
+//!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use airlock_host::contexts::Contexts;
@@ -154,6 +160,8 @@ impl std::fmt::Debug for Contexts {
 pub struct Loaded {
     id: Option<String>,
     default: Option<String>,
+    /// Whose a context created from this one is.
+    owner: Option<String>,
     before: Fields,
 }
 
@@ -170,6 +178,10 @@ const ID_PREFIX: &str = "ctx_";
 /// The store's name for the default context (not the shape of an id, so
 /// no client can name it); an owner's is this, `:` and the owner.
 const DEFAULT_ID: &str = "default";
+
+/// The field that holds a context's owner: not a field of a
+/// [`ToolContext`], so no call changes or removes it.
+const FIELD_OWNER: &str = "owner";
 
 impl Contexts {
     /// Contexts in `store`, each living `ttl` after its last use; `name`
@@ -199,16 +211,53 @@ impl Contexts {
 
     /// Restores context `id` into `cx` (a fresh context of the host), or
     /// leaves `cx` as it is for `None` (a new context, created by
-    /// [`Contexts::save`] if the call changes it).
+    /// [`Contexts::save`] if the call changes it). For a caller with no
+    /// identity: [`Contexts::load_as`] with no owner.
     pub async fn load(
         &self,
         id: Option<&str>,
         cx: &mut ToolContext,
     ) -> Result<Loaded, ContextError> {
+        self.load_as(id, None, cx).await
+    }
+
+    /// As [`Contexts::load`], for a call by `owner` (an authenticated
+    /// caller, as an opaque key; `None` for none): context `id` loads only
+    /// if `owner` created it (to anyone else it is unknown), and a new
+    /// context is created as `owner`'s.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use airlock_host::contexts::Contexts;
+    /// use airlock_host::grants::FileStamp;
+    /// use airlock_host::{Airlock, Config};
+    ///
+    /// let airlock = Airlock::new(Config { bundled_tools: false, ..Config::default() }).await.unwrap();
+    /// let contexts = Contexts::from_config(&airlock.config().contexts);
+    /// let mut cx = airlock.context();
+    /// let loaded = contexts.load_as(None, Some("alice"), &mut cx).await.unwrap();
+    /// // The call reads a file (what a `read` records).
+    /// let stamp = FileStamp { modified_ns: 1, size: 3, blake3: [0; 32] };
+    /// cx.read_files().lock().unwrap().put("/workspace/notes.txt".into(), stamp);
+    /// let id = contexts.save(loaded, &cx).await.unwrap().expect("a new context");
+    /// // Alice's context is hers: bob, or a caller with no identity, cannot use its id.
+    /// assert!(contexts.load_as(Some(&id), Some("bob"), &mut airlock.context()).await.is_err());
+    /// assert!(contexts.load(Some(&id), &mut airlock.context()).await.is_err());
+    /// assert!(contexts.load_as(Some(&id), Some("alice"), &mut airlock.context()).await.is_ok());
+    /// # });
+    /// ```
+    pub async fn load_as(
+        &self,
+        id: Option<&str>,
+        owner: Option<&str>,
+        cx: &mut ToolContext,
+    ) -> Result<Loaded, ContextError> {
+        let owner = owner.map(str::to_string);
         let Some(id) = id else {
             return Ok(Loaded {
                 id: None,
                 default: None,
+                owner,
                 before: cx.to_fields(),
             });
         };
@@ -219,19 +268,26 @@ impl Contexts {
         if !is_context_id(id) {
             return Err(unknown());
         }
-        let fields = self
+        let mut fields = self
             .store
             .load(id, self.ttl)
             .await
             .map_err(|e| self.failed(e))?
             .ok_or_else(unknown)?;
+        // Someone else's context is, to this caller, one the store does
+        // not hold: the answer does not say it exists.
+        if fields.remove(FIELD_OWNER) != owner {
+            return Err(unknown());
+        }
         cx.restore_fields(&fields);
         cx.set_tenant(id);
-        // What was stored is what a save compares with: a field the
-        // restore left out is removed by the next save that writes.
+        // What was stored (less its owner, which no save changes) is what
+        // a save compares with: a field the restore left out is removed by
+        // the next save that writes.
         Ok(Loaded {
             id: Some(id.to_string()),
             default: None,
+            owner,
             before: fields,
         })
     }
@@ -266,6 +322,7 @@ impl Contexts {
         Ok(Loaded {
             id: None,
             default: Some(key),
+            owner: None,
             before,
         })
     }
@@ -304,8 +361,12 @@ impl Contexts {
             None if set.is_empty() && remove.is_empty() => Ok(None),
             None => {
                 let id = new_id().map_err(|e| self.failed(e))?;
+                let mut created = after;
+                if let Some(owner) = loaded.owner {
+                    created.insert(FIELD_OWNER.to_string(), owner);
+                }
                 self.store
-                    .create(&id, &after, self.ttl)
+                    .create(&id, &created, self.ttl)
                     .await
                     .map_err(|e| self.failed(e))?;
                 Ok(Some(id))

@@ -248,6 +248,83 @@ async fn an_unknown_or_expired_id_is_an_error_and_never_an_empty_context() {
 }
 
 #[tokio::test]
+async fn a_context_an_owner_created_is_that_owners_alone() {
+    let (_tmp, grants) = setup();
+    let contexts = memory();
+    let env = |name: &str| ContextChange::SetEnv {
+        name: name.into(),
+        value: "1".into(),
+    };
+    let mut cx = fresh(&grants);
+    let loaded = contexts
+        .load_as(None, Some("alice"), &mut cx)
+        .await
+        .unwrap();
+    change(&grants, &mut cx, &[env("A")]);
+    let id = contexts.save(loaded, &cx).await.unwrap().expect("created");
+
+    // To anyone else, a caller with no identity too, the id is unknown,
+    // with the very error an id never handed out gets.
+    let never = "ctx_00000000000000000000000000000000";
+    let unknown = |e: ContextError| e.to_string().replace(&id, never);
+    for owner in [Some("bob"), None, Some("")] {
+        let err = contexts
+            .load_as(Some(&id), owner, &mut fresh(&grants))
+            .await
+            .unwrap_err();
+        let absent = contexts
+            .load_as(Some(never), owner, &mut fresh(&grants))
+            .await
+            .unwrap_err();
+        assert_eq!(unknown(err), absent.to_string(), "{owner:?}");
+    }
+
+    // Its owner uses it, and a change it saves keeps it the owner's.
+    let mut again = fresh(&grants);
+    let loaded = contexts
+        .load_as(Some(&id), Some("alice"), &mut again)
+        .await
+        .unwrap();
+    assert_eq!(again.env()["A"], "1");
+    change(&grants, &mut again, &[env("B")]);
+    assert_eq!(
+        contexts.save(loaded, &again).await.unwrap(),
+        Some(id.clone())
+    );
+    let mut third = fresh(&grants);
+    contexts
+        .load_as(Some(&id), Some("alice"), &mut third)
+        .await
+        .unwrap();
+    assert_eq!(
+        (third.env()["A"].as_str(), third.env()["B"].as_str()),
+        ("1", "1")
+    );
+    assert!(
+        contexts
+            .load_as(Some(&id), Some("bob"), &mut fresh(&grants))
+            .await
+            .is_err()
+    );
+
+    // A context created with no identity is not anyone's to take.
+    let mut anonymous = fresh(&grants);
+    let loaded = contexts.load(None, &mut anonymous).await.unwrap();
+    change(&grants, &mut anonymous, &[env("C")]);
+    let open = contexts.save(loaded, &anonymous).await.unwrap().unwrap();
+    contexts
+        .load(Some(&open), &mut fresh(&grants))
+        .await
+        .unwrap();
+    assert!(
+        contexts
+            .load_as(Some(&open), Some("alice"), &mut fresh(&grants))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
 async fn an_unreachable_redis_is_a_clear_error() {
     let (_tmp, grants) = setup();
     // A port nothing listens on: bound, then closed.
