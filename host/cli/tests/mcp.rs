@@ -1864,6 +1864,39 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
         "{}",
         reply.message
     );
+    // Nor does bob wait in her context's lane: naming it while her call
+    // runs there, his `edit` (which would run alone in it) is refused at
+    // once, not once her call is over.
+    std::thread::scope(|scope| {
+        let alice = &mut alice;
+        let id = id.as_str();
+        let running = scope.spawn(move || {
+            let sleep = serde_json::json!({"ms": 1500});
+            alice.post(&modern::call(7, "sleep", sleep, modern::Cx::Id(id)))
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let edit = serde_json::json!({"file_path": file, "old_string": "two", "new_string": "3"});
+        let started = std::time::Instant::now();
+        let reply = bob.post(&modern::call(8, "edit", edit, modern::Cx::Id(id)));
+        let waited = started.elapsed();
+        assert!(
+            reply.message["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("there is no context")),
+            "{}",
+            reply.message
+        );
+        assert!(
+            waited < std::time::Duration::from_millis(900),
+            "bob waited {waited:?} for alice's call"
+        );
+        let slept = running.join().unwrap();
+        assert_eq!(
+            slept.message["result"]["isError"], false,
+            "{}",
+            slept.message
+        );
+    });
 
     // The keys rotate: a token of the new key makes the server fetch the
     // JWKS again; one of the key rotated out is refused from then on.

@@ -159,18 +159,27 @@ impl McpServer {
             .flags
             .contains(SafetyFlags::CONCURRENCY_SAFE);
         let closed = wait_turn(received.as_ref(), &context.ct).await?;
+        // An authenticated caller's contexts are its own: its default
+        // context, and the ones it created, which no one else can name.
+        let owner = crate::identity(&context).map(crate::auth::Identity::key);
+        let owner = owner.as_deref();
         // Calls of one context keep their order: a call joins its lane's
         // queue before the next request on the connection may go, then
         // waits there. The default context has a lane only on a connection
         // (stdio: one client). Over HTTP every client that names no context
         // shares it, and one client's long call would hold up the others'.
+        // A lane is its caller's too: one who names another's context never
+        // waits in, or holds up, that context's lane.
         let lane = match named {
             Named::Fresh => None,
-            Named::Default => received.is_some().then_some(DEFAULT_LANE),
-            Named::Id(id) => Some(id),
+            Named::Default => received.is_some().then(|| DEFAULT_LANE.to_string()),
+            Named::Id(id) => Some(match owner {
+                Some(owner) => format!("{id}:{owner}"),
+                None => id.to_string(),
+            }),
         };
         let mut entering = std::pin::pin!(async {
-            match lane {
+            match &lane {
                 None => None,
                 Some(key) => Some(session.host.lanes.enter(key, alone).await),
             }
@@ -190,10 +199,6 @@ impl McpServer {
             Some(in_lane) => in_lane,
             None => waiting(entering, &context.ct, &closed).await?,
         };
-        // An authenticated caller's contexts are its own: its default
-        // context, and the ones it created, which no one else can name.
-        let owner = crate::identity(&context).map(crate::auth::Identity::key);
-        let owner = owner.as_deref();
         let loaded = match named {
             Named::Default => contexts.load_default(&mut cx, owner).await,
             Named::Fresh => contexts.load_as(None, owner, &mut cx).await,
