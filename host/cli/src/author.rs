@@ -13,6 +13,7 @@
 //! `build` names the toolchain piece that is missing and the one command
 //! that installs it.
 
+use airlock_host::grants::ToolGrants;
 use airlock_host::{Airlock, Config, Descriptor, LoadError};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -646,6 +647,8 @@ pub(crate) struct Checked {
     /// Why it is not available under the operator's grants, if it is not
     /// (it asks for network hosts none of which is granted).
     unavailable: Option<String>,
+    /// What the operator's configuration grants a tool of its name.
+    pub(crate) granted: ToolGrants,
 }
 
 impl Checked {
@@ -671,6 +674,7 @@ pub(crate) async fn check(file: &Path, config: Config) -> Result<Checked, String
     std::fs::copy(file, dir.path().join("tool.wasm"))
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let airlock = load_alone(dir.path(), config.clone()).await?;
+    let granted = |name: &str| airlock.grants().for_tool(name).map_err(|e| e.to_string());
     if let Some(entry) = airlock.registry().entries().first() {
         let d = entry.descriptor();
         return Ok(Checked {
@@ -679,6 +683,7 @@ pub(crate) async fn check(file: &Path, config: Config) -> Result<Checked, String
             descriptor_json: serde_json::to_string(d).ok(),
             descriptor: Some(d.clone()),
             unavailable: None,
+            granted: granted(&d.name)?,
         });
     }
     match airlock.registry().failures().first() {
@@ -698,6 +703,7 @@ pub(crate) async fn check(file: &Path, config: Config) -> Result<Checked, String
                     descriptor_json: None,
                     descriptor,
                     unavailable: Some(f.error.to_string()),
+                    granted: granted(name)?,
                 })
             }
             _ => Err(f.error.to_string()),

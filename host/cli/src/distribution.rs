@@ -7,7 +7,7 @@
 //! pinned files (`airlock_host`'s registry); this module only joins them.
 
 use crate::author::{Checked, blake3_hex, check, fail, write_tool};
-use airlock_host::config::{ToolConfig, TrustRule};
+use airlock_host::config::TrustRule;
 use airlock_host::lock::{LockedTool, Lockfile};
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::{Config, Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess};
@@ -230,7 +230,7 @@ fn asks_of(d: &Descriptor) -> Vec<String> {
 
 /// The review `airlock install` shows: what the tool asks for and what
 /// `config` would grant it.
-fn review(checked: &Checked, config: &Config) -> String {
+fn review(checked: &Checked) -> String {
     let mut text = format!(
         "{}\n",
         sanitize::clean_capped(&checked.summary, Sink::Line, 300)
@@ -251,35 +251,46 @@ fn review(checked: &Checked, config: &Config) -> String {
         .filter(|(flag, _)| d.flags.contains(*flag))
         .map(|(_, name)| name.to_string())
         .collect();
-    let tc = ToolConfig::of(&config.tools, &d.name);
-    let cap = tc
-        .workspace
-        .unwrap_or(config.workspace_access)
-        .min(config.workspace_access)
-        .min(d.capabilities.workspace);
-    let workspace = match (&config.workspace, d.capabilities.workspace) {
-        (_, WorkspaceAccess::None) => "none".to_string(),
-        (None, _) => "none (no workspace is configured)".to_string(),
-        (Some(ws), _) => format!("{cap} ({})", ws.display()),
+    // What its calls get: each grant capped by what it asks for, as
+    // `ToolGrants::for_call` caps it.
+    let granted = &checked.granted;
+    let asked = d.capabilities.workspace;
+    let workspace = match &granted.workspace {
+        _ if asked == WorkspaceAccess::None => "none".to_string(),
+        None => "none (no workspace is configured)".to_string(),
+        Some((ws, cap)) => format!("{} ({})", (*cap).min(asked), ws.configured.display()),
     };
+    let directories: Vec<String> = granted
+        .mounts
+        .iter()
+        .filter(|(_, access)| (*access).min(asked) != WorkspaceAccess::None)
+        .map(|(m, access)| {
+            format!(
+                "{} ({}, seen as {})",
+                (*access).min(asked),
+                m.configured.display(),
+                m.guest
+            )
+        })
+        .collect();
     let hosts = if d.capabilities.network_hosts.is_empty() {
         "none".to_string()
-    } else if tc.network.is_empty() {
+    } else if granted.network.is_empty() {
         "none (no hosts are granted to it)".to_string()
     } else {
-        format!("the patterns {}", list(&tc.network))
+        format!("the patterns {}", list(&granted.network))
     };
     let env: Vec<String> = d
         .capabilities
         .env_vars
         .iter()
-        .filter(|v| tc.env.contains(v))
+        .filter(|v| granted.env.contains(v))
         .cloned()
         .collect();
     text.push_str(&format!(
         "  it asks for:\n    workspace    {}\n    network      {}\n    environment  {}\n    flags        \
          {}\n    interrupt    {}\n  this configuration grants it:\n    workspace    {workspace}\n    \
-         network      {hosts}\n    environment  {}\n",
+         directories  {}\n    network      {hosts}\n    environment  {}\n",
         d.capabilities.workspace,
         list(&d.capabilities.network_hosts),
         list(&d.capabilities.env_vars),
@@ -288,6 +299,7 @@ fn review(checked: &Checked, config: &Config) -> String {
             InterruptBehavior::Cancel => "cancel (an interrupt stops it at once)",
             InterruptBehavior::Block => "block (an interrupt lets it finish)",
         },
+        list(&directories),
         list(&env),
     ));
     text
@@ -401,7 +413,7 @@ async fn install_new(
         ));
     }
     let asks = checked.descriptor.as_ref().map(asks_of).unwrap_or_default();
-    let mut shown = review(&checked, &config);
+    let mut shown = review(&checked);
     let approve = match &previous {
         None => true,
         Some(p) => {
@@ -451,12 +463,37 @@ async fn install_new(
         signed_by: signed_by.clone(),
         asks,
     };
+    // The reference installed a tool of another name before (its tag
+    // moved to another component): this one takes its place, so that one
+    // source never pins two tools.
+    let replaced: Vec<LockedTool> = lock
+        .tools
+        .iter()
+        .filter(|t| t.source == entry.source && t.name != entry.name)
+        .cloned()
+        .collect();
+    for old in &replaced {
+        lock.remove(&old.name);
+    }
     lock.insert(entry);
     if let Err(e) = lock.write(lock_path) {
         let _ = std::fs::remove_file(&target);
         return Err(format!("cannot write {}: {e}", lock_path.display()));
     }
     let mut text = if approve && yes { shown } else { String::new() };
+    for old in &replaced {
+        let gone = match std::fs::remove_file(&old.file) {
+            Ok(()) => format!("{} removed", old.file.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                format!("{} was already gone", old.file.display())
+            }
+            Err(e) => format!("{} could not be removed: {e}", old.file.display()),
+        };
+        text.push_str(&format!(
+            "replaced {} ({}), which {} named before: {gone}\n",
+            old.name, old.pinned, old.source
+        ));
+    }
     text.push_str(&format!(
         "installed {}\n  from {pinned}\n  manifest {}\n  BLAKE3 {blake3}\n  {}\n  pinned in {}{}",
         target.display(),

@@ -1105,6 +1105,18 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
 
     // The tag moves to a component that asks for more (the workspace,
     // read-write): --locked refuses it, and it is not applied unapproved.
+    // The review shows every directory the configuration grants it.
+    let data = home.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    write_config(
+        home.path(),
+        &format!(
+            "[[trust]]\nsource = \"oci://{}/airlock\"\nunsigned = true\n\n\
+             [[tools.fsprobe.mounts]]\nhost = \"{}\"\naccess = \"read-write\"\n",
+            registry.addr,
+            data.display()
+        ),
+    );
     let bigger = home.path().join("fsprobe.wasm");
     std::fs::copy(airlock_tests::guests::FSPROBE, &bigger).unwrap();
     let out = run(&["publish", bigger.to_str().unwrap(), &reference]);
@@ -1120,7 +1132,11 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stdout).contains("asks for more than the version airlock.lock pins")
-            && text(&out.stdout).contains("+ workspace read-write"),
+            && text(&out.stdout).contains("+ workspace read-write")
+            && text(&out.stdout).contains(&format!(
+                "directories  read-write ({}, seen as",
+                data.display()
+            )),
         "{}",
         text(&out.stdout)
     );
@@ -1134,6 +1150,19 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
     assert_eq!(lock.get("fsprobe").unwrap().asks, ["workspace read-write"]);
+    // It takes the place of the tool the tag named before: one source
+    // pins one tool.
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "replaced patient ({}), which {reference} named before: {} removed",
+            entry.pinned,
+            installed.display()
+        )),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(lock.tools.len(), 1, "{lock:?}");
+    assert!(!installed.exists());
 
     // A second install while one holds the lock is refused, not interleaved.
     let guard =
@@ -1152,7 +1181,6 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     let mut tampered = std::fs::read(&blob).unwrap();
     *tampered.last_mut().unwrap() ^= 1;
     std::fs::write(&blob, &tampered).unwrap();
-    std::fs::remove_file(&installed).unwrap();
     let out = run(&["install", &entry.pinned]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
