@@ -229,7 +229,7 @@ fn asks_of(d: &Descriptor) -> Vec<String> {
 }
 
 /// The review `airlock install` shows: what the tool asks for and what
-/// `config` would grant it.
+/// its calls would get from the configuration's grants.
 fn review(checked: &Checked) -> String {
     let mut text = format!(
         "{}\n",
@@ -394,13 +394,10 @@ async fn install_new(
         .map_err(|e| format!("{pinned} does not load: {e}"))?;
     let target = tools.join(format!("{}.wasm", checked.name));
     let blake3 = blake3_hex(&pulled.bytes);
+    let source = reference.to_string();
     let previous = lock
         .get(&checked.name)
-        .or_else(|| {
-            lock.tools
-                .iter()
-                .find(|t| t.source == reference.to_string())
-        })
+        .or_else(|| lock.tools.iter().find(|t| t.source == source))
         .cloned();
     if let Some(p) = &previous
         && p.manifest_digest == pulled.artifact.manifest_digest
@@ -414,7 +411,22 @@ async fn install_new(
     }
     let asks = checked.descriptor.as_ref().map(asks_of).unwrap_or_default();
     let mut shown = review(&checked);
-    let approve = match &previous {
+    // The reference installed a tool of another name before (its tag
+    // moved to another component): this one takes its place, so that one
+    // source never pins two tools, and it is approved as a new tool.
+    let replaced: Vec<LockedTool> = lock
+        .tools
+        .iter()
+        .filter(|t| t.source == source && t.name != checked.name)
+        .cloned()
+        .collect();
+    for old in &replaced {
+        shown.push_str(&format!(
+            "  it replaces {} ({}), which {source} named before\n",
+            old.name, old.pinned
+        ));
+    }
+    let asks_more = match &previous {
         None => true,
         Some(p) => {
             let more: Vec<&String> = asks.iter().filter(|a| !p.asks.contains(a)).collect();
@@ -432,6 +444,7 @@ async fn install_new(
             }
         }
     };
+    let approve = asks_more || !replaced.is_empty();
     if approve && !yes {
         print!("{shown}");
         match crate::prompt::confirm("install it?") {
@@ -450,7 +463,7 @@ async fn install_new(
         .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     let entry = LockedTool {
         name: checked.name.clone(),
-        source: reference.to_string(),
+        source,
         pinned: pinned.clone(),
         manifest_digest: pulled.artifact.manifest_digest.clone(),
         layer_digest: pulled.artifact.layer_digest.clone(),
@@ -463,15 +476,6 @@ async fn install_new(
         signed_by: signed_by.clone(),
         asks,
     };
-    // The reference installed a tool of another name before (its tag
-    // moved to another component): this one takes its place, so that one
-    // source never pins two tools.
-    let replaced: Vec<LockedTool> = lock
-        .tools
-        .iter()
-        .filter(|t| t.source == entry.source && t.name != entry.name)
-        .cloned()
-        .collect();
     for old in &replaced {
         lock.remove(&old.name);
     }

@@ -1134,6 +1134,10 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         text(&out.stdout).contains("asks for more than the version airlock.lock pins")
             && text(&out.stdout).contains("+ workspace read-write")
             && text(&out.stdout).contains(&format!(
+                "it replaces patient ({}), which {reference} named before",
+                entry.pinned
+            ))
+            && text(&out.stdout).contains(&format!(
                 "directories  read-write ({}, seen as",
                 data.display()
             )),
@@ -1163,6 +1167,22 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     );
     assert_eq!(lock.tools.len(), 1, "{lock:?}");
     assert!(!installed.exists());
+
+    // The tag moves back to a tool that asks for less: a tool in another's
+    // place still needs approving.
+    let out = run(&["publish", source.to_str().unwrap(), &reference]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["install", &reference]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("it replaces fsprobe (")
+            && text(&out.stderr).contains("run again with --yes"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    assert!(lock.get("fsprobe").is_some() && lock.get("patient").is_none());
 
     // A second install while one holds the lock is refused, not interleaved.
     let guard =

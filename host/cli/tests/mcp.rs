@@ -1851,13 +1851,7 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
     let reply = alice.post(&modern::call(4, "read", read.clone(), modern::Cx::New));
     let id = modern::context_of(&reply.message).expect("a new context's id");
     let reply = bob.post(&modern::call(5, "read", read.clone(), modern::Cx::Id(&id)));
-    assert!(
-        reply.message["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("there is no context")),
-        "{}",
-        reply.message
-    );
+    refused_as_unknown(&reply.message);
     let reply = alice.post(&modern::call(6, "read", read, modern::Cx::Id(&id)));
     assert_eq!(
         reply.message["result"]["isError"], false,
@@ -1879,13 +1873,7 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
         let started = std::time::Instant::now();
         let reply = bob.post(&modern::call(8, "edit", edit, modern::Cx::Id(id)));
         let waited = started.elapsed();
-        assert!(
-            reply.message["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("there is no context")),
-            "{}",
-            reply.message
-        );
+        refused_as_unknown(&reply.message);
         assert!(
             waited < std::time::Duration::from_millis(900),
             "bob waited {waited:?} for alice's call"
@@ -1921,6 +1909,16 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
     assert!(jwks.fetches() <= fetched + 2, "{} fetches", jwks.fetches());
     let stderr = server.stderr.lock().unwrap().clone();
     assert!(!stderr.contains(&old), "a token reached the log: {stderr}");
+}
+
+/// Asserts `reply` refuses its call as naming no context the caller has.
+fn refused_as_unknown(reply: &serde_json::Value) {
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("there is no context")),
+        "{reply}"
+    );
 }
 
 /// A JWKS URL that never answers: tokens are refused (401) once the fetch
