@@ -118,6 +118,26 @@ fn keygen_at(path: &Path) -> Result<String, String> {
     ))
 }
 
+/// Reads a signing key: unencrypted PEM, or a key as `cosign
+/// generate-key-pair` writes it, opened with the password in
+/// `COSIGN_PASSWORD` (where cosign reads it; it may be empty).
+fn signing_key(path: &Path) -> Result<SigningKey, String> {
+    let text = read_small(path, 64 << 10)?;
+    let key = if SigningKey::is_encrypted(&text) {
+        let password = std::env::var_os("COSIGN_PASSWORD").ok_or_else(|| {
+            format!(
+                "{} is encrypted (as `cosign generate-key-pair` writes it): set COSIGN_PASSWORD \
+                 to its password, as for cosign",
+                path.display()
+            )
+        })?;
+        SigningKey::from_encrypted_pem(&text, password.as_encoded_bytes())
+    } else {
+        SigningKey::from_pem(&text)
+    };
+    key.map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// `airlock publish FILE oci://REGISTRY/REPOSITORY:TAG [--sign KEY]`:
 /// checks that the component loads, pushes it, and signs it.
 pub(crate) async fn publish(
@@ -139,10 +159,7 @@ async fn publish_to(
 ) -> Result<String, String> {
     let reference = OciRef::parse(reference).map_err(|e| e.to_string())?;
     let key = match sign {
-        Some(path) => Some(
-            SigningKey::from_pem(&read_small(path, 64 << 10)?)
-                .map_err(|e| format!("{}: {e}", path.display()))?,
-        ),
+        Some(path) => Some(signing_key(path)?),
         None => None,
     };
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;

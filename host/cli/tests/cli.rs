@@ -1324,6 +1324,62 @@ fn signatures_decide_what_installs() {
     let out = airlock(home.path(), &["tools"]);
     assert!(text(&out.stdout).contains(&signer), "{}", text(&out.stdout));
 
+    // A key `cosign generate-key-pair` made, opened with COSIGN_PASSWORD as
+    // cosign opens it (host/oci/tests/fixtures: its password is `qwerty`).
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../oci/tests/fixtures");
+    let cosign_key = fixtures.join("cosign-qwerty.key");
+    let cosigned = format!("oci://{}/acme/cosigned:1", registry.addr);
+    let publish_with = |password: Option<&str>| {
+        let mut command = command(
+            home.path(),
+            &[
+                "publish",
+                other.to_str().unwrap(),
+                &cosigned,
+                "--sign",
+                cosign_key.to_str().unwrap(),
+                "--insecure-registry",
+            ],
+        );
+        match password {
+            Some(password) => command.env("COSIGN_PASSWORD", password),
+            None => command.env_remove("COSIGN_PASSWORD"),
+        };
+        command.output().unwrap()
+    };
+    let out = publish_with(None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("set COSIGN_PASSWORD"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = publish_with(Some("qwerty!"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("the password does not open it"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = publish_with(Some("qwerty"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    write_config(
+        home.path(),
+        &format!(
+            "[[trust]]\nsource = \"oci://{}/acme\"\nkeys = [\"{}\", \"{}\"]\n",
+            registry.addr,
+            keys.join("publisher.pub").display(),
+            fixtures.join("cosign-qwerty.pub").display()
+        ),
+    );
+    let out = install(&cosigned);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lock =
+        airlock_host::lock::Lockfile::read(&home.path().join(".config/airlock/airlock.lock"))
+            .unwrap();
+    let signer = lock.get("fsprobe").unwrap().signed_by.clone().unwrap();
+    assert!(signer.contains("cosign-qwerty.pub"), "{signer}");
+
     // A registry that accepts connections and never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();

@@ -10,6 +10,9 @@
 //! [`verify`] trusts nothing in the registry but those bytes: a signature
 //! counts only if it verifies with one of the operator's keys and its
 //! payload names the very digest being installed.
+//!
+//! Signing keys are read as PEM, unencrypted ([`SigningKey::from_pem`]) or
+//! as `cosign generate-key-pair` writes them ([`SigningKey::from_encrypted_pem`]).
 
 use super::{Artifact, Auth, Error, OciRef, Options, Session, sha256};
 use base64::Engine as _;
@@ -29,6 +32,15 @@ const SIGNATURE_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 const MAX_SIGNATURES: usize = 32;
 /// The most a signature payload may be.
 const MAX_PAYLOAD: u64 = 64 << 10;
+/// The PEM labels of cosign's encrypted private keys (`SIGSTORE` since
+/// cosign 1.13, `COSIGN` before).
+const COSIGN_LABELS: [&str; 2] = [
+    "ENCRYPTED SIGSTORE PRIVATE KEY",
+    "ENCRYPTED COSIGN PRIVATE KEY",
+];
+/// The most memory an encrypted key's scrypt parameters may ask for
+/// (cosign asks for 64 MiB: N = 2^16, r = 8).
+const MAX_SCRYPT_MEMORY: u64 = 256 << 20;
 
 /// A private key that signs published tools: ECDSA on P-256.
 pub struct SigningKey(p256::ecdsa::SigningKey);
@@ -62,10 +74,17 @@ impl SigningKey {
     /// KEY`), on P-256.
     pub fn from_pem(text: &str) -> Result<SigningKey, String> {
         use p256::pkcs8::DecodePrivateKey;
+        if SigningKey::is_encrypted(text) {
+            return Err(
+                "it is an encrypted key (as `cosign generate-key-pair` writes): \
+                 it opens only with its password"
+                    .into(),
+            );
+        }
         if text.contains("ENCRYPTED") {
             return Err(
-                "it is an encrypted key (as `cosign generate-key-pair` writes); \
-                        give an unencrypted PKCS#8 P-256 key, as `airlock keygen` writes"
+                "it is an encrypted PKCS#8 key; give an unencrypted one (as `airlock \
+                 keygen` writes) or a cosign key"
                     .into(),
             );
         }
@@ -75,6 +94,112 @@ impl SigningKey {
         p256::SecretKey::from_sec1_pem(text)
             .map(|k| SigningKey(k.into()))
             .map_err(|_| "it is not a PEM private key on the P-256 curve".into())
+    }
+
+    /// Whether `text` is a private key as `cosign generate-key-pair` writes
+    /// it, which [`SigningKey::from_encrypted_pem`] opens with its password.
+    pub fn is_encrypted(text: &str) -> bool {
+        COSIGN_LABELS
+            .iter()
+            .any(|label| text.contains(&format!("-----BEGIN {label}-----")))
+    }
+
+    /// Opens a private key as `cosign generate-key-pair` writes it: JSON in
+    /// PEM, holding the PKCS#8 P-256 key sealed with NaCl's secretbox
+    /// (XSalsa20-Poly1305) under a key that scrypt derives from
+    /// `password` (cosign reads it from `COSIGN_PASSWORD`, and it may be
+    /// empty). A wrong password is told apart from a damaged key only in
+    /// that the seal does not open; the derived key and the PKCS#8 bytes
+    /// are wiped after use.
+    ///
+    /// ```
+    /// use airlock_oci::SigningKey;
+    ///
+    /// let pem = include_str!("../tests/fixtures/cosign-qwerty.key");
+    /// assert!(SigningKey::is_encrypted(pem));
+    /// assert!(SigningKey::from_encrypted_pem(pem, b"qwerty").is_ok());
+    /// assert!(SigningKey::from_encrypted_pem(pem, b"querty").is_err());
+    /// ```
+    pub fn from_encrypted_pem(text: &str, password: &[u8]) -> Result<SigningKey, String> {
+        use crypto_secretbox::aead::{Aead, KeyInit};
+        use p256::pkcs8::DecodePrivateKey;
+        use p256::pkcs8::der::pem;
+        use zeroize::Zeroizing;
+
+        #[derive(serde::Deserialize)]
+        struct Sealed {
+            kdf: Kdf,
+            cipher: Cipher,
+            ciphertext: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Kdf {
+            name: String,
+            params: Cost,
+            salt: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Cost {
+            #[serde(rename = "N")]
+            n: u64,
+            r: u32,
+            p: u32,
+        }
+        #[derive(serde::Deserialize)]
+        struct Cipher {
+            name: String,
+            nonce: String,
+        }
+
+        let (label, json) = pem::decode_vec(text.trim().as_bytes())
+            .map_err(|e| format!("it is not a PEM key ({e})"))?;
+        if !COSIGN_LABELS.contains(&label) {
+            return Err(format!(
+                "it is a PEM `{label}`, not a key as `cosign generate-key-pair` writes it"
+            ));
+        }
+        let sealed: Sealed = serde_json::from_slice(&json)
+            .map_err(|e| format!("its sealed key is not cosign's JSON ({e})"))?;
+        if sealed.kdf.name != "scrypt" || sealed.cipher.name != "nacl/secretbox" {
+            return Err(format!(
+                "it is sealed with {} and {}; only cosign's scrypt and nacl/secretbox are read",
+                sealed.kdf.name, sealed.cipher.name
+            ));
+        }
+        let Cost { n, r, p } = sealed.kdf.params;
+        let memory = 128u64.saturating_mul(u64::from(r)).saturating_mul(n);
+        if !n.is_power_of_two() || n < 2 || memory > MAX_SCRYPT_MEMORY {
+            return Err(format!(
+                "its scrypt cost (N = {n}, r = {r}) is not one cosign writes \
+                 (a power of two, at most {} MiB)",
+                MAX_SCRYPT_MEMORY >> 20
+            ));
+        }
+        let log_n = u8::try_from(n.trailing_zeros()).expect("a u64 has at most 64 bits");
+        let params = scrypt::Params::new(log_n, r, p, 32)
+            .map_err(|e| format!("its scrypt parameters are not usable ({e})"))?;
+        let decode = |what: &str, b64: &str| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| format!("its {what} is not base64 ({e})"))
+        };
+        let salt = decode("salt", &sealed.kdf.salt)?;
+        let nonce = decode("nonce", &sealed.cipher.nonce)?;
+        let ciphertext = decode("ciphertext", &sealed.ciphertext)?;
+        let nonce: [u8; 24] = nonce
+            .try_into()
+            .map_err(|_| "its nonce is not 24 bytes".to_string())?;
+        let mut key = Zeroizing::new([0u8; 32]);
+        scrypt::scrypt(password, &salt, &params, key.as_mut())
+            .map_err(|e| format!("scrypt failed ({e})"))?;
+        let der = Zeroizing::new(
+            crypto_secretbox::XSalsa20Poly1305::new(&(*key).into())
+                .decrypt(&nonce.into(), ciphertext.as_slice())
+                .map_err(|_| "the password does not open it (or the key is damaged)".to_string())?,
+        );
+        p256::ecdsa::SigningKey::from_pkcs8_der(&der)
+            .map(SigningKey)
+            .map_err(|_| "it opened, but holds no PKCS#8 private key on the P-256 curve".into())
     }
 
     /// The key as PKCS#8 PEM.
@@ -358,13 +483,86 @@ mod tests {
         assert_eq!(public.fingerprint(), key.public_key().fingerprint());
         assert!(public.fingerprint().starts_with("sha256:"));
         let encrypted = "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAA==\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n";
+        assert!(SigningKey::is_encrypted(encrypted));
         assert!(
             SigningKey::from_pem(encrypted)
                 .unwrap_err()
-                .contains("encrypted")
+                .contains("password")
         );
+        let pkcs8 =
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAA==\n-----END ENCRYPTED PRIVATE KEY-----\n";
+        assert!(!SigningKey::is_encrypted(pkcs8));
+        assert!(SigningKey::from_pem(pkcs8).unwrap_err().contains("PKCS#8"));
         assert!(PublicKey::from_pem(&pem).is_err());
         assert!(SigningKey::from_pem("garbage").is_err());
+    }
+
+    /// Keys `cosign generate-key-pair` made (tests/fixtures/README.md).
+    #[test]
+    fn cosigns_encrypted_keys_open_with_their_password_only() {
+        let qwerty = include_str!("../tests/fixtures/cosign-qwerty.key");
+        let public = PublicKey::from_pem(include_str!("../tests/fixtures/cosign-qwerty.pub"))
+            .expect("cosign's public key");
+        let key = SigningKey::from_encrypted_pem(qwerty, b"qwerty").expect("the right password");
+        assert_eq!(key.public_key(), public, "the private half of cosign.pub");
+        let payload = payload(&artifact(&format!("sha256:{}", "cd".repeat(32))));
+        let signature: p256::ecdsa::Signature = key.0.sign(&payload);
+        assert!(verifies(&public, &payload, signature.to_der().as_bytes()));
+        for wrong in [&b"Qwerty"[..], b"", b"qwerty "] {
+            let e = SigningKey::from_encrypted_pem(qwerty, wrong).unwrap_err();
+            assert!(e.contains("password does not open it"), "{e}");
+        }
+        assert!(
+            SigningKey::from_pem(qwerty)
+                .unwrap_err()
+                .contains("password")
+        );
+
+        let empty = include_str!("../tests/fixtures/cosign-empty-password.key");
+        assert!(SigningKey::is_encrypted(empty));
+        assert!(SigningKey::from_encrypted_pem(empty, b"").is_ok());
+        assert!(SigningKey::from_encrypted_pem(empty, b"qwerty").is_err());
+    }
+
+    /// What an encrypted key may hold that is not a key cosign writes.
+    #[test]
+    fn damaged_or_costly_encrypted_keys_are_refused_with_the_reason() {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let pem = |label: &str, json: &serde_json::Value| {
+            let body = b64(json.to_string().as_bytes());
+            let lines: Vec<&str> = body
+                .as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect();
+            format!(
+                "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+                lines.join("\n")
+            )
+        };
+        let sealed = |n: u64, kdf: &str, nonce: &[u8], ciphertext: &[u8]| {
+            serde_json::json!({
+                "kdf": {"name": kdf, "params": {"N": n, "r": 8, "p": 1}, "salt": b64(b"salt")},
+                "cipher": {"name": "nacl/secretbox", "nonce": b64(nonce)},
+                "ciphertext": b64(ciphertext),
+            })
+        };
+        let label = "ENCRYPTED SIGSTORE PRIVATE KEY";
+        let refused = |text: String| SigningKey::from_encrypted_pem(&text, b"").unwrap_err();
+        let costly = refused(pem(label, &sealed(1 << 30, "scrypt", &[0; 24], &[0; 48])));
+        assert!(costly.contains("scrypt cost"), "{costly}");
+        let odd = refused(pem(label, &sealed(3, "scrypt", &[0; 24], &[0; 48])));
+        assert!(odd.contains("scrypt cost"), "{odd}");
+        let other = refused(pem(label, &sealed(16, "argon2", &[0; 24], &[0; 48])));
+        assert!(other.contains("argon2"), "{other}");
+        let nonce = refused(pem(label, &sealed(16, "scrypt", &[0; 12], &[0; 48])));
+        assert!(nonce.contains("24 bytes"), "{nonce}");
+        let sealed_wrong = refused(pem(label, &sealed(16, "scrypt", &[0; 24], &[0; 48])));
+        assert!(sealed_wrong.contains("does not open"), "{sealed_wrong}");
+        let not_json = refused(pem(label, &serde_json::json!("a string")));
+        assert!(not_json.contains("not cosign's JSON"), "{not_json}");
+        let key = SigningKey::generate().unwrap().to_pem().unwrap();
+        assert!(refused(key).contains("PRIVATE KEY`, not a key"));
     }
 
     #[test]
