@@ -473,3 +473,72 @@ async fn redis_keeps_every_field_written_at_once_and_forgets_an_unused_context()
     store.merge(default, &set, &[], ttl).await.unwrap();
     assert_eq!(store.load(default, ttl).await.unwrap(), Some(set));
 }
+
+/// A context a caller created stays that caller's in Redis as in the
+/// process: its owner is stored beside its fields, no save removes it, and
+/// to anyone else its id is unknown (what `[auth]` replicas rely on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_in_redis_stays_its_creators_through_saves() {
+    use airlock_host::config::ContextStoreUrl;
+    use airlock_host::contexts::{ContextStore, Contexts, Redis as RedisStore};
+    use airlock_host::{Airlock, Config, ContextChange, Descriptor, SafetyFlags};
+    let redis = Redis::start();
+    let store = std::sync::Arc::new(RedisStore::new(
+        ContextStoreUrl::try_from(redis.url()).unwrap(),
+    ));
+    store.ping().await.unwrap();
+    let ttl = Duration::from_secs(60);
+    let contexts = Contexts::new(store.clone(), ttl, "redis");
+    let airlock = Airlock::new(Config {
+        bundled_tools: false,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let set_env = |cx: &mut airlock_host::ToolContext, name: &str| {
+        let call = airlock.grants().for_tool("t").unwrap().for_call(
+            &Descriptor::new("t", "t"),
+            SafetyFlags::empty(),
+            &Default::default(),
+        );
+        let change = ContextChange::SetEnv {
+            name: name.into(),
+            value: "1".into(),
+        };
+        assert!(cx.apply("t", &[change], &call, true).is_empty());
+    };
+
+    let mut cx = airlock.context();
+    let loaded = contexts
+        .load_as(None, Some("alice"), &mut cx)
+        .await
+        .unwrap();
+    set_env(&mut cx, "A");
+    let id = contexts.save(loaded, &cx).await.unwrap().expect("created");
+    for round in ["created", "saved"] {
+        for stranger in [Some("bob"), None] {
+            let refused = contexts
+                .load_as(Some(&id), stranger, &mut airlock.context())
+                .await
+                .unwrap_err();
+            assert!(
+                refused.to_string().contains("there is no context"),
+                "{round}, {stranger:?}: {refused}"
+            );
+        }
+        let mut cx = airlock.context();
+        let loaded = contexts
+            .load_as(Some(&id), Some("alice"), &mut cx)
+            .await
+            .unwrap();
+        assert_eq!(cx.env().get("A").map(String::as_str), Some("1"), "{round}");
+        set_env(&mut cx, "B");
+        assert_eq!(contexts.save(loaded, &cx).await.unwrap(), Some(id.clone()));
+        let stored = store.load(&id, ttl).await.unwrap().unwrap();
+        assert_eq!(
+            stored.get("owner").map(String::as_str),
+            Some("alice"),
+            "{round}: {stored:?}"
+        );
+    }
+}
