@@ -2075,6 +2075,10 @@ fn scopes_decide_which_tools_a_caller_sees_and_calls() {
          scope=\"tools:write\", error=\"insufficient_scope\""
     );
     assert_eq!(
+        reply.body,
+        "Forbidden: calling `edit` needs the scope `tools:write`, which the token lacks"
+    );
+    assert_eq!(
         std::fs::read_to_string(file).unwrap(),
         "one\n",
         "nothing ran"
@@ -2090,6 +2094,17 @@ fn scopes_decide_which_tools_a_caller_sees_and_calls() {
     let reply = call(&mut writer, "edit", edit);
     assert!(!call_text(&reply.message()).1, "{}", reply.body);
     assert_eq!(std::fs::read_to_string(file).unwrap(), "two\n");
+    // A tool no scope gives is, to every caller, a tool that does not
+    // exist: no scope to ask for, and no word that it is there.
+    let command = serde_json::json!({"command": "echo hi > bash.txt"});
+    let bash = call(&mut writer, "bash", command.clone());
+    let made_up = call(&mut writer, "no_such_tool", command);
+    assert_eq!(bash.status, 200, "{}", bash.body);
+    assert_eq!(
+        bash.body.replace("bash", "no_such_tool"),
+        made_up.body,
+        "answered as a tool that does not exist"
+    );
 
     assert_eq!(
         initialize_with(&server, bearer(&token(&key, serde_json::json!({"scope": "other"})))),

@@ -328,19 +328,24 @@ impl Authenticator {
         })
     }
 
-    /// The scopes a caller needs to call the tool `d` describes (those
-    /// every token needs, and the first that gives it), for the step-up
-    /// challenge, whose `scope` lists scopes all needed (RFC 6750 §3).
-    pub fn scopes_for(&self, d: &airlock_host::Descriptor) -> Vec<String> {
+    /// The first of the tool scopes that gives the tool `d` describes:
+    /// what a caller without it would need to call it (step-up). `None`
+    /// when no scope gives it: then no caller sees or calls it.
+    pub fn scope_for(&self, d: &airlock_host::Descriptor) -> Option<&str> {
+        self.config
+            .tool_scopes
+            .iter()
+            .find(|(_, given)| grants(&given.tools, given.read_only, d))
+            .map(|(scope, _)| scope.as_str())
+    }
+
+    /// The refusal of a call that needs the tool scope `scope`: its
+    /// challenge lists the scopes every token needs and `scope`, all of
+    /// them needed (RFC 6750 §3).
+    pub fn step_up(&self, scope: &str) -> Rejection {
         let mut scopes = self.config.scopes.clone();
-        scopes.extend(
-            self.config
-                .tool_scopes
-                .iter()
-                .find(|(_, given)| grants(&given.tools, given.read_only, d))
-                .map(|(scope, _)| scope.clone()),
-        );
-        scopes
+        scopes.push(scope.to_string());
+        Rejection::InsufficientScope(scopes)
     }
 
     /// The `WWW-Authenticate` value for `rejection` (RFC 6750 §3, with

@@ -404,14 +404,16 @@ impl HttpFront {
         response
     }
 
-    /// The scopes a `tools/call` in `body` (a message or a batch) needs
-    /// when `view` does not give its tool.
+    /// The first `tools/call` in `body` (a message or a batch) of a tool
+    /// `view` does not give and a tool scope would: the tool's name and
+    /// that scope. A tool no scope gives is left to be answered as one
+    /// that does not exist, which to this caller it is.
     fn outside_view(
         &self,
         body: &[u8],
         view: &auth::ToolView,
         auth: &auth::Authenticator,
-    ) -> Option<Vec<String>> {
+    ) -> Option<(String, String)> {
         let message: serde_json::Value = serde_json::from_slice(body).ok()?;
         let messages = match &message {
             serde_json::Value::Array(batch) => batch.iter().collect(),
@@ -422,8 +424,11 @@ impl HttpFront {
             .into_iter()
             .filter(|m| m["method"] == "tools/call")
             .filter_map(|m| airlock.registry().get(m["params"]["name"].as_str()?))
-            .find(|entry| !view.allows(entry.descriptor()))
-            .map(|entry| auth.scopes_for(entry.descriptor()))
+            .filter(|entry| !view.allows(entry.descriptor()))
+            .find_map(|entry| {
+                let scope = auth.scope_for(entry.descriptor())?;
+                Some((entry.descriptor().name.clone(), scope.to_string()))
+            })
     }
 
     /// Notes who opened a session (a response handing out an id to a
@@ -536,12 +541,21 @@ impl HttpFront {
         if let Some(task) = tasks::requested(&bytes) {
             parts.extensions.insert(task);
         }
-        // A call of a tool the caller's scopes do not give is refused
-        // here, naming the scopes that would (step-up authorization).
+        // A call of a tool the caller's scopes do not give, and another
+        // scope would, is refused here, naming that scope (step-up
+        // authorization).
         if let (Some(auth), Some(view)) = (&self.auth, parts.extensions.get::<auth::ToolView>())
-            && let Some(needed) = self.outside_view(&bytes, view, auth)
+            && let Some((tool, scope)) = self.outside_view(&bytes, view, auth)
         {
-            return refused(auth, &auth::Rejection::InsufficientScope(needed));
+            let mut response = refused(auth, &auth.step_up(&scope));
+            *response.body_mut() = plain(
+                http::StatusCode::FORBIDDEN,
+                &format!(
+                    "Forbidden: calling `{tool}` needs the scope `{scope}`, which the token lacks"
+                ),
+            )
+            .into_body();
+            return response;
         }
         // A request without a session may open one: it takes a place
         // under the cap first, given back unless a session was opened
