@@ -41,6 +41,9 @@ const COSIGN_LABELS: [&str; 2] = [
 /// The most memory an encrypted key's scrypt parameters may ask for
 /// (cosign asks for 64 MiB: N = 2^16, r = 8).
 const MAX_SCRYPT_MEMORY: u64 = 256 << 20;
+/// The most passes an encrypted key's scrypt parameters may ask for, each
+/// as long as the first (cosign asks for one).
+const MAX_SCRYPT_P: u32 = 16;
 
 /// A private key that signs published tools: ECDSA on P-256.
 pub struct SigningKey(p256::ecdsa::SigningKey);
@@ -168,10 +171,10 @@ impl SigningKey {
         }
         let Cost { n, r, p } = sealed.kdf.params;
         let memory = 128u64.saturating_mul(u64::from(r)).saturating_mul(n);
-        if !n.is_power_of_two() || n < 2 || memory > MAX_SCRYPT_MEMORY {
+        if !n.is_power_of_two() || n < 2 || memory > MAX_SCRYPT_MEMORY || p > MAX_SCRYPT_P {
             return Err(format!(
-                "its scrypt cost (N = {n}, r = {r}) is not one cosign writes \
-                 (a power of two, at most {} MiB)",
+                "its scrypt cost (N = {n}, r = {r}, p = {p}) is not one cosign writes \
+                 (N a power of two, at most {} MiB, p at most {MAX_SCRYPT_P})",
                 MAX_SCRYPT_MEMORY >> 20
             ));
         }
@@ -551,6 +554,10 @@ mod tests {
         let refused = |text: String| SigningKey::from_encrypted_pem(&text, b"").unwrap_err();
         let costly = refused(pem(label, &sealed(1 << 30, "scrypt", &[0; 24], &[0; 48])));
         assert!(costly.contains("scrypt cost"), "{costly}");
+        let mut slow = sealed(16, "scrypt", &[0; 24], &[0; 48]);
+        slow["kdf"]["params"]["p"] = serde_json::json!(1 << 20);
+        let slow = refused(pem(label, &slow));
+        assert!(slow.contains("p = 1048576"), "{slow}");
         let odd = refused(pem(label, &sealed(3, "scrypt", &[0; 24], &[0; 48])));
         assert!(odd.contains("scrypt cost"), "{odd}");
         let other = refused(pem(label, &sealed(16, "argon2", &[0; 24], &[0; 48])));
