@@ -6,6 +6,9 @@
 //!   `write` (`sleep 50, sleep 50, read | write | sleep 50, grep, sleep 50`)
 //!   against the ideal schedule, computed from the same calls run alone in
 //!   the same run: two 50 ms sleeps plus one write.
+//! - `many/sleep_0_x1000` and `many/sleep_0_x10000`: a batch of 1,000 and of
+//!   10,000 `sleep 0` calls. The second should take ten times the first:
+//!   what a use costs the scheduler must not grow with the uses before it.
 //!
 //! Every iteration adds the whole batch to a fresh executor at once and
 //! waits for the last result. Run with
@@ -73,16 +76,18 @@ fn schedules(c: &mut Criterion) {
         grep.clone(),
         sleep(50),
     ];
-    let cases: [(&str, &str, Vec<Use>); 5] = [
+    let cases: [(&str, &str, Vec<Use>); 7] = [
         ("parallel", "one_sleep_50ms", vec![sleep(50)]),
         ("parallel", "sixteen_sleeps_50ms", sixteen),
         ("mixed", "sleep_50ms_alone", vec![sleep(50)]),
         ("mixed", "write_alone", vec![write]),
         ("mixed", "batch", mixed),
+        ("many", "sleep_0_x1000", vec![sleep(0); 1_000]),
+        ("many", "sleep_0_x10000", vec![sleep(0); 10_000]),
     ];
     for (group_name, name, batch) in &cases {
         let mut group = c.benchmark_group(*group_name);
-        group.sample_size(30);
+        group.sample_size(if *group_name == "many" { 10 } else { 30 });
         group.measurement_time(Duration::from_secs(8));
         group.bench_function(*name, |b| {
             b.iter_custom(|iters| {

@@ -908,6 +908,10 @@ struct Scheduler {
     /// their readers' tasks are not here.
     uses: VecDeque<Tracked>,
     base: usize,
+    /// The first use that may still wait to start. Uses start in arrival
+    /// order and never wait again, so the ones before it need no look:
+    /// with thousands running, deciding what starts next stays cheap.
+    unstarted: usize,
     /// How many uses are done and not yet emitted: kept as a count (as
     /// the running ones are in [`Shared`]), so deciding what may start and
     /// what may leave costs the same with 10 or 10,000 uses waiting.
@@ -937,6 +941,7 @@ impl Scheduler {
             work: FuturesUnordered::new(),
             uses: VecDeque::new(),
             base: 0,
+            unstarted: 0,
             ready: 0,
             interrupted: false,
             sibling_failed: None,
@@ -1215,18 +1220,24 @@ impl Scheduler {
     fn start_what_can_start(&mut self) {
         let inner = self.inner.clone();
         let mut shared = lock(&inner.shared);
-        for at in 0..self.uses.len() {
-            let safe = match &self.uses[at].state {
-                State::Running { .. } | State::Done(_) | State::Emitted => continue,
-                State::Classifying => return,
+        let mut at = self.unstarted.saturating_sub(self.base);
+        while let Some(tracked) = self.uses.get(at) {
+            let safe = match &tracked.state {
+                State::Running { .. } | State::Done(_) | State::Emitted => {
+                    at += 1;
+                    continue;
+                }
+                State::Classifying => break,
                 State::Queued(prepared) => prepared.concurrency_safe(),
             };
             let allowed = shared.running_exclusive == 0 && (safe || shared.running_safe == 0);
             if !allowed {
-                return;
+                break;
             }
             self.start(&mut shared, at, safe);
+            at += 1;
         }
+        self.unstarted = self.base + at;
     }
 
     fn start(&mut self, shared: &mut Shared, at: usize, concurrency_safe: bool) {
