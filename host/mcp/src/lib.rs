@@ -547,15 +547,11 @@ impl HttpFront {
         if let (Some(auth), Some(view)) = (&self.auth, parts.extensions.get::<auth::ToolView>())
             && let Some((tool, scope)) = self.outside_view(&bytes, view, auth)
         {
-            let mut response = refused(auth, &auth.step_up(&scope));
-            *response.body_mut() = plain(
-                http::StatusCode::FORBIDDEN,
-                &format!(
-                    "Forbidden: calling `{tool}` needs the scope `{scope}`, which the token lacks"
-                ),
-            )
-            .into_body();
-            return response;
+            let text = format!(
+                "Forbidden: calling `{tool}` needs the scope `{scope}`, which the token lacks"
+            );
+            let response = plain(http::StatusCode::FORBIDDEN, &text);
+            return challenged(auth, &auth.step_up(&scope), response);
         }
         // A request without a session may open one: it takes a place
         // under the cap first, given back unless a session was opened
@@ -667,7 +663,16 @@ fn refused(auth: &auth::Authenticator, rejection: &auth::Rejection) -> http::Res
             "Forbidden: the token lacks a scope this server needs".to_string(),
         ),
     };
-    let mut response = plain(status, &text);
+    challenged(auth, rejection, plain(status, &text))
+}
+
+/// `response` with the challenge for `rejection`, which tells the client
+/// where to get a token and which scopes to ask for.
+fn challenged(
+    auth: &auth::Authenticator,
+    rejection: &auth::Rejection,
+    mut response: http::Response<HttpBody>,
+) -> http::Response<HttpBody> {
     if let Ok(challenge) = http::HeaderValue::from_str(&auth.challenge(rejection)) {
         response
             .headers_mut()
