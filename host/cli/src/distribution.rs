@@ -12,6 +12,7 @@ use airlock_host::lock::{LockedTool, Lockfile};
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::{Config, Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess};
 use airlock_oci::{Auth, OciRef, Options, PublicKey, SigningKey, Verdict};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -119,19 +120,31 @@ fn keygen_at(path: &Path) -> Result<String, String> {
 }
 
 /// Reads a signing key: unencrypted PEM, or a key as `cosign
-/// generate-key-pair` writes it, opened with the password in
-/// `COSIGN_PASSWORD` (where cosign reads it; it may be empty).
+/// generate-key-pair` writes it, opened with its password as cosign gets
+/// it: from `COSIGN_PASSWORD` (it may be empty), or else asked for at the
+/// terminal, without echo.
 fn signing_key(path: &Path) -> Result<SigningKey, String> {
     let text = read_small(path, 64 << 10)?;
     let key = if SigningKey::is_encrypted(&text) {
-        let password = std::env::var_os("COSIGN_PASSWORD").ok_or_else(|| {
-            format!(
-                "{} is encrypted (as `cosign generate-key-pair` writes it): set COSIGN_PASSWORD \
-                 to its password, as for cosign",
-                path.display()
-            )
-        })?;
-        SigningKey::from_encrypted_pem(&text, password.as_encoded_bytes())
+        let password = match std::env::var_os("COSIGN_PASSWORD") {
+            Some(password) => password.into_encoded_bytes(),
+            None if std::io::stdin().is_terminal() => {
+                rpassword::prompt_password("Enter password for private key: ")
+                    .map_err(|e| {
+                        format!("{}: its password could not be read: {e}", path.display())
+                    })?
+                    .into_bytes()
+            }
+            None => {
+                return Err(format!(
+                    "{} is encrypted (as `cosign generate-key-pair` writes it): set \
+                     COSIGN_PASSWORD to its password, as for cosign, or run publish at a \
+                     terminal to be asked for it",
+                    path.display()
+                ));
+            }
+        };
+        SigningKey::from_encrypted_pem(&text, &password)
     } else {
         SigningKey::from_pem(&text)
     };

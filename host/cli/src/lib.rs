@@ -193,7 +193,7 @@ enum Command {
         file: PathBuf,
         /// Where: oci://REGISTRY/REPOSITORY:TAG.
         reference: String,
-        /// Sign it with this private key (PEM, P-256, as `airlock keygen` writes it, or as `cosign generate-key-pair` does, opened with COSIGN_PASSWORD): a cosign signature beside it in the registry.
+        /// Sign it with this private key (PEM, P-256, as `airlock keygen` writes it, or as `cosign generate-key-pair` does, opened with COSIGN_PASSWORD or, unset, the password asked for at the terminal): a cosign signature beside it in the registry.
         #[arg(long, value_name = "KEY")]
         sign: Option<PathBuf>,
         #[command(flatten)]

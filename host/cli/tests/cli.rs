@@ -43,6 +43,80 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Runs `command` at a terminal of its own (a pseudo-terminal that is its
+/// controlling terminal, its stdin, stdout and stderr). Once the terminal
+/// shows `prompt` and has echo turned off, types `typed`. Returns the exit
+/// status and all the terminal showed.
+#[cfg(unix)]
+fn at_terminal(
+    mut command: Command,
+    prompt: &str,
+    typed: &str,
+) -> (std::process::ExitStatus, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: openpty only writes the two descriptors it opens, owned below.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both are open and owned by nothing else.
+    let (leader, follower) =
+        unsafe { (OwnedFd::from_raw_fd(leader), OwnedFd::from_raw_fd(follower)) };
+    command
+        .stdin(follower.try_clone().unwrap())
+        .stdout(follower.try_clone().unwrap())
+        .stderr(follower);
+    // SAFETY: setsid and ioctl are async-signal-safe; stdin is the
+    // follower by the time this runs.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("the airlock binary runs");
+    // The parent's copies of the follower go, so reading ends once the
+    // child's do.
+    drop(command);
+    let echoes = |fd: i32| {
+        // SAFETY: a zeroed termios is a valid buffer for tcgetattr.
+        let mut mode: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: fd is the open leader; the follower's mode is read.
+        unsafe { libc::tcgetattr(fd, &mut mode) == 0 && mode.c_lflag & libc::ECHO != 0 }
+    };
+    let mut terminal = std::fs::File::from(leader);
+    let (mut shown, mut buffer, mut typed_yet) = (Vec::new(), [0u8; 4096], false);
+    // A read fails (EIO) once the child and its descriptors are gone.
+    while let Ok(n @ 1..) = terminal.read(&mut buffer) {
+        shown.extend_from_slice(&buffer[..n]);
+        if !typed_yet && text(&shown).contains(prompt) {
+            let asked = std::time::Instant::now();
+            while echoes(terminal.as_raw_fd()) {
+                assert!(
+                    asked.elapsed().as_secs() < 10,
+                    "echo stays on: {}",
+                    text(&shown)
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            terminal.write_all(typed.as_bytes()).unwrap();
+            typed_yet = true;
+        }
+    }
+    (child.wait().unwrap(), text(&shown))
+}
+
 #[test]
 fn list_and_describe_name_the_imports_linked_deny_all() {
     let home = tempfile::tempdir().unwrap();
@@ -1329,7 +1403,7 @@ fn signatures_decide_what_installs() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../oci/tests/fixtures");
     let cosign_key = fixtures.join("cosign-qwerty.key");
     let cosigned = format!("oci://{}/acme/cosigned:1", registry.addr);
-    let publish_with = |password: Option<&str>| {
+    let publishing = |key: &Path, password: Option<&str>| {
         let mut command = command(
             home.path(),
             &[
@@ -1337,7 +1411,7 @@ fn signatures_decide_what_installs() {
                 other.to_str().unwrap(),
                 &cosigned,
                 "--sign",
-                cosign_key.to_str().unwrap(),
+                key.to_str().unwrap(),
                 "--insecure-registry",
             ],
         );
@@ -1345,8 +1419,9 @@ fn signatures_decide_what_installs() {
             Some(password) => command.env("COSIGN_PASSWORD", password),
             None => command.env_remove("COSIGN_PASSWORD"),
         };
-        command.output().unwrap()
+        command
     };
+    let publish_with = |password| publishing(&cosign_key, password).output().unwrap();
     let out = publish_with(None);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -1361,6 +1436,26 @@ fn signatures_decide_what_installs() {
         "{}",
         text(&out.stderr)
     );
+    // Without COSIGN_PASSWORD, at a terminal, it asks, as cosign does; what
+    // is typed is not shown (the key is named as cosign names it, so the
+    // password shows nowhere in the output unless echoed).
+    #[cfg(unix)]
+    {
+        let user_key = keys.join("cosign.key");
+        std::fs::copy(&cosign_key, &user_key).unwrap();
+        for (typed, published) in [("qwerty!\n", false), ("qwerty\n", true)] {
+            let prompt = "Enter password for private key: ";
+            let (status, shown) = at_terminal(publishing(&user_key, None), prompt, typed);
+            assert_eq!(status.success(), published, "{shown}");
+            assert!(!shown.contains("qwerty"), "{shown}");
+            let said = if published {
+                "signed by"
+            } else {
+                "the password does not open it"
+            };
+            assert!(shown.contains(said), "{shown}");
+        }
+    }
     let out = publish_with(Some("qwerty"));
     assert!(out.status.success(), "{}", text(&out.stderr));
     write_config(
