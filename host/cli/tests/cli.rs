@@ -1319,17 +1319,24 @@ fn signatures_decide_what_installs() {
     let signed = format!("oci://{}/acme/patient:1", registry.addr);
     let unsigned = format!("oci://{}/acme/fsprobe:1", registry.addr);
     let publisher = keys.join("publisher");
-    let out = airlock(
-        home.path(),
-        &[
-            "publish",
-            source.to_str().unwrap(),
-            &signed,
-            "--sign",
-            publisher.to_str().unwrap(),
-            "--insecure-registry",
-        ],
-    );
+    // `airlock publish FILE REFERENCE [--sign KEY]` to the test's registry,
+    // with COSIGN_PASSWORD as given (unset without one).
+    let publishing = |file: &Path, reference: &str, key: Option<&Path>, password: Option<&str>| {
+        let mut args = vec!["publish", file.to_str().unwrap(), reference];
+        if let Some(key) = key {
+            args.extend(["--sign", key.to_str().unwrap()]);
+        }
+        args.push("--insecure-registry");
+        let mut command = command(home.path(), &args);
+        match password {
+            Some(password) => command.env("COSIGN_PASSWORD", password),
+            None => command.env_remove("COSIGN_PASSWORD"),
+        };
+        command
+    };
+    let out = publishing(&source, &signed, Some(&publisher), None)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains("signed by sha256:"),
@@ -1340,15 +1347,7 @@ fn signatures_decide_what_installs() {
     // would be the same manifest, which the signature covers.
     let other = home.path().join("fsprobe.wasm");
     std::fs::copy(airlock_tests::guests::FSPROBE, &other).unwrap();
-    let out = airlock(
-        home.path(),
-        &[
-            "publish",
-            other.to_str().unwrap(),
-            &unsigned,
-            "--insecure-registry",
-        ],
-    );
+    let out = publishing(&other, &unsigned, None, None).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     let trust = |key: &str| {
@@ -1403,25 +1402,11 @@ fn signatures_decide_what_installs() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../oci/tests/fixtures");
     let cosign_key = fixtures.join("cosign-qwerty.key");
     let cosigned = format!("oci://{}/acme/cosigned:1", registry.addr);
-    let publishing = |key: &Path, password: Option<&str>| {
-        let mut command = command(
-            home.path(),
-            &[
-                "publish",
-                other.to_str().unwrap(),
-                &cosigned,
-                "--sign",
-                key.to_str().unwrap(),
-                "--insecure-registry",
-            ],
-        );
-        match password {
-            Some(password) => command.env("COSIGN_PASSWORD", password),
-            None => command.env_remove("COSIGN_PASSWORD"),
-        };
-        command
+    let publish_with = |password| {
+        publishing(&other, &cosigned, Some(&cosign_key), password)
+            .output()
+            .unwrap()
     };
-    let publish_with = |password| publishing(&cosign_key, password).output().unwrap();
     let out = publish_with(None);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -1445,7 +1430,11 @@ fn signatures_decide_what_installs() {
         std::fs::copy(&cosign_key, &user_key).unwrap();
         for (typed, published) in [("qwerty!\n", false), ("qwerty\n", true)] {
             let prompt = "Enter password for private key: ";
-            let (status, shown) = at_terminal(publishing(&user_key, None), prompt, typed);
+            let (status, shown) = at_terminal(
+                publishing(&other, &cosigned, Some(&user_key), None),
+                prompt,
+                typed,
+            );
             assert_eq!(status.success(), published, "{shown}");
             assert!(!shown.contains("qwerty"), "{shown}");
             let said = if published {
