@@ -10,12 +10,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-fn ls_bytes() -> Arc<[u8]> {
+fn ls_bytes() -> &'static [u8] {
     let (_, bytes) = airlock_host::bundled::BUNDLED
         .iter()
         .find(|(package, _)| *package == "airlock-tool-ls")
         .expect("ls is bundled");
-    Arc::from(*bytes)
+    bytes
 }
 
 fn engine(dir: &Path) -> Engine {

@@ -61,10 +61,15 @@ pub fn read_capped(path: &Path, cap: u64, links: Links) -> std::io::Result<Vec<u
 /// handle, say, without blocking and without following a link): a regular
 /// file only, refused once more than `cap` bytes have been read.
 pub fn read_opened_capped(file: File, cap: u64) -> std::io::Result<Vec<u8>> {
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(std::io::Error::other("it is not a regular file"));
     }
-    let mut bytes = Vec::new();
+    // Room for what the metadata reports (a file at or under the cap, and
+    // the one byte more that would show it grew past it) so the read does
+    // not copy the bytes again each time the buffer doubles; a file that
+    // reports less than it holds (procfs) still reads to the cap.
+    let mut bytes = Vec::with_capacity(meta.len().min(cap).saturating_add(1) as usize);
     file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {
         return Err(std::io::Error::new(
@@ -119,6 +124,24 @@ mod tests {
         std::fs::write(&file, "hello").unwrap();
         assert_eq!(read_capped(&file, 5, Links::Refuse).unwrap(), b"hello");
         assert!(read_capped(&file, 4, Links::Refuse).is_err());
+    }
+
+    #[test]
+    fn a_file_is_read_into_one_buffer_of_its_size() {
+        // Components run to tens of megabytes, read at every start: a
+        // buffer grown by doubling copied them again at each step.
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("big");
+        let written = vec![7u8; 3_000_001];
+        std::fs::write(&file, &written).unwrap();
+        let read = read_capped(&file, 64 << 20, Links::Refuse).unwrap();
+        assert_eq!(read, written);
+        assert!(
+            read.capacity() <= written.len() + 1,
+            "a buffer of {} bytes for {}",
+            read.capacity(),
+            written.len()
+        );
     }
 
     #[test]

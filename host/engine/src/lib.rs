@@ -25,6 +25,8 @@ mod state;
 mod wasm_hook;
 mod wasm_tool;
 
+/// A component's bytes, shared without copying (`Vec<u8>` and `&'static [u8]` convert into it).
+pub use bytes::Bytes;
 pub use loader::{
     Compiling, ComponentBytes, LoadBounds, LoadedTool, Pending, Settled, component_files,
     component_sources, ungranted_network,
@@ -328,7 +330,7 @@ impl Engine {
     /// bytes' cache key when the caller already has it.
     pub(crate) async fn load_component(
         &self,
-        bytes: Arc<[u8]>,
+        bytes: Bytes,
         key: Option<String>,
     ) -> Result<Loaded, LoadError> {
         let engine = self.clone();

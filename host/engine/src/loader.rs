@@ -12,9 +12,11 @@ use airlock_core::error::LoadError;
 use airlock_core::grants::ToolGrants;
 use airlock_core::host_files::{self, Links};
 use airlock_core::tool::{Tool, ToolOrigin};
+use bytes::Bytes;
 use futures::FutureExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 /// The most component bytes loaded at once, in MiB (at least one
@@ -22,7 +24,7 @@ use tokio::sync::Semaphore;
 const LOAD_BUDGET_MIB: u64 = 128;
 
 /// A component's bytes, or why they could not be read.
-pub type ComponentBytes = Result<Arc<[u8]>, LoadError>;
+pub type ComponentBytes = Result<Bytes, LoadError>;
 
 /// Background compiles, finished when every one is.
 pub type Compiling = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
@@ -212,16 +214,52 @@ impl Engine {
 }
 
 /// The components of a tool directory: each `*.wasm` file in `dir`,
-/// sorted by name, read up to `limit` bytes.
+/// sorted by name, read up to `limit` bytes. The files are read on as many
+/// threads as there are cores: at every start, and a directory of stock
+/// Python and JavaScript tools holds tens of megabytes.
 pub fn component_sources(
     dir: &Path,
     limit: u64,
 ) -> Result<Vec<(ToolOrigin, ComponentBytes)>, LoadError> {
-    Ok(component_files(dir)?
-        .into_iter()
-        .map(|file| {
-            let bytes = read_component(&file, limit);
-            (ToolOrigin::File(file), bytes)
+    let files = component_files(dir)?;
+    let next = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len());
+    let mut read: Vec<Option<ComponentBytes>> = files.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(file) = files.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, read_component(file, limit)));
+                    }
+                })
+            })
+            .collect();
+        for (i, bytes) in readers
+            .into_iter()
+            .flat_map(|reader| reader.join().unwrap_or_default())
+        {
+            read[i] = Some(bytes);
+        }
+    });
+    Ok(files
+        .iter()
+        .zip(read)
+        .map(|(file, bytes)| {
+            let bytes = bytes.unwrap_or_else(|| {
+                Err(LoadError::Io(format!(
+                    "{}: its reader failed",
+                    file.display()
+                )))
+            });
+            (ToolOrigin::File(file.clone()), bytes)
         })
         .collect())
 }
@@ -248,7 +286,7 @@ pub fn component_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// been read, whatever its metadata says.
 fn read_component(path: &Path, limit: u64) -> ComponentBytes {
     host_files::read_capped(path, limit, Links::Follow)
-        .map(Arc::from)
+        .map(Bytes::from)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::FileTooLarge => LoadError::TooLarge { limit },
             _ => LoadError::Io(format!("{}: {e}", path.display())),
@@ -279,4 +317,36 @@ pub fn ungranted_network(
         needs: "a network grant".into(),
         how,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_component_file_gets_its_own_bytes_in_name_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut expected = Vec::new();
+        for i in 0..40 {
+            let file = dir.path().join(format!("tool{i:02}.wasm"));
+            let bytes = format!("component {i} ").repeat(1 + i * 100).into_bytes();
+            std::fs::write(&file, &bytes).unwrap();
+            expected.push((file, Some(bytes)));
+        }
+        let large = dir.path().join("tool40.wasm");
+        std::fs::write(&large, vec![0u8; 70_000]).unwrap();
+        expected.push((large, None));
+        std::fs::write(dir.path().join("notes.txt"), "not a component").unwrap();
+
+        let sources = component_sources(dir.path(), 64_000).unwrap();
+        assert_eq!(sources.len(), expected.len());
+        for ((origin, bytes), (file, want)) in sources.into_iter().zip(expected) {
+            assert_eq!(origin, ToolOrigin::File(file.clone()));
+            match (bytes, want) {
+                (Ok(bytes), Some(want)) => assert!(bytes == want, "{} read wrong", file.display()),
+                (Err(LoadError::TooLarge { limit: 64_000 }), None) => {}
+                (got, _) => panic!("{}: {got:?}", file.display()),
+            }
+        }
+    }
 }

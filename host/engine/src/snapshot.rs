@@ -64,17 +64,16 @@ impl Snapshot {
 pub mod testing {
     pub use super::Described;
     use crate::linker;
-    use crate::{Engine, WasmTool};
+    use crate::{Bytes, Engine, WasmTool};
     use airlock_core::config::Limits;
     use airlock_core::tool::{Tool, ToolOrigin};
-    use std::sync::Arc;
 
     /// What the component `bytes` (built from `package`) says about itself
     /// now: compiled (no cache) and asked.
     pub async fn describe_now(package: &str, bytes: &[u8]) -> Described {
         let engine = Engine::new(&Limits::default()).unwrap();
         let origin = ToolOrigin::Bundled(package.to_string());
-        let tool = WasmTool::load(&engine, Arc::from(bytes), origin)
+        let tool = WasmTool::load(&engine, Bytes::copy_from_slice(bytes), origin)
             .await
             .unwrap_or_else(|e| panic!("{package} loads: {e}"));
         let imports = tool

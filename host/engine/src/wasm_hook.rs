@@ -11,6 +11,7 @@ use super::{Engine, SlotKind};
 use airlock_core::error::{CallError, LoadError};
 use airlock_core::grants::CallGrants;
 use airlock_core::tool::{CancellationToken, ProgressSink};
+use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +39,8 @@ impl std::fmt::Debug for WasmHook {
 impl WasmHook {
     /// Compiles and checks a hook component. A hook may not import
     /// `wasi:http`: it never gets a network grant.
-    pub async fn load(engine: &Engine, bytes: Arc<[u8]>) -> Result<WasmHook, LoadError> {
-        let loaded = engine.load_component(bytes, None).await?;
+    pub async fn load(engine: &Engine, bytes: impl Into<Bytes>) -> Result<WasmHook, LoadError> {
+        let loaded = engine.load_component(bytes.into(), None).await?;
         if let Some((import, _)) = loaded
             .imports
             .iter()

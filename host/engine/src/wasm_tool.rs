@@ -34,6 +34,7 @@ use airlock_core::tool::{
     Invocation, PermissionDecision, ProgressSink, Tool, ToolOrigin, ToolOutput,
 };
 use async_trait::async_trait;
+use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +50,7 @@ pub struct WasmTool {
     name: Arc<str>,
     engine: Engine,
     imports: Vec<(String, Needs)>,
-    bytes: Arc<[u8]>,
+    bytes: Bytes,
     /// The BLAKE3 hash of the component's bytes, as hex.
     digest: String,
     /// The component's key in the artifact cache, when it was listed from
@@ -99,10 +100,10 @@ impl WasmTool {
     /// descriptor checked, and the result cached.
     pub async fn load(
         engine: &Engine,
-        bytes: Arc<[u8]>,
+        bytes: impl Into<Bytes>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        WasmTool::list_from(engine, bytes, origin, &Snapshot::default()).await
+        WasmTool::list_from(engine, bytes.into(), origin, &Snapshot::default()).await
     }
 
     /// Loads a component like [`WasmTool::load`], except that a component
@@ -113,7 +114,7 @@ impl WasmTool {
     /// its first use, which waits; see [`WasmTool::settle`]).
     pub(crate) async fn list_from(
         engine: &Engine,
-        bytes: Arc<[u8]>,
+        bytes: Bytes,
         origin: ToolOrigin,
         snapshot: &Snapshot,
     ) -> Result<WasmTool, LoadError> {
@@ -144,7 +145,7 @@ impl WasmTool {
     /// out (imports the linker allows, a valid descriptor).
     fn from_snapshot(
         engine: &Engine,
-        bytes: &Arc<[u8]>,
+        bytes: &Bytes,
         digest: &str,
         key: &Option<String>,
         origin: &ToolOrigin,
@@ -163,7 +164,7 @@ impl WasmTool {
     /// caches the result.
     async fn compile(
         engine: &Engine,
-        bytes: Arc<[u8]>,
+        bytes: Bytes,
         digest: String,
         key: Option<String>,
         origin: ToolOrigin,
@@ -190,7 +191,7 @@ impl WasmTool {
     /// unless the record is there and still checks out.
     async fn from_cache(
         engine: &Engine,
-        bytes: &Arc<[u8]>,
+        bytes: &Bytes,
         digest: &str,
         key: &str,
         origin: &ToolOrigin,
@@ -564,7 +565,7 @@ impl Recorded {
     fn into_tool(
         self,
         engine: &Engine,
-        bytes: &Arc<[u8]>,
+        bytes: &Bytes,
         digest: &str,
         cache_key: Option<String>,
         origin: &ToolOrigin,
@@ -634,7 +635,7 @@ fn failure_fingerprint(engine: &Engine) -> String {
 }
 
 /// The BLAKE3 hash of `bytes` as hex, computed on a blocking thread.
-async fn digest(bytes: &Arc<[u8]>) -> String {
+async fn digest(bytes: &Bytes) -> String {
     let bytes = bytes.clone();
     let hash = move || blake3::hash(&bytes).to_hex().to_string();
     match tokio::task::spawn_blocking(hash.clone()).await {

@@ -8,7 +8,7 @@
 
 use airlock_host::{Engine, Limits, Tool, ToolOrigin, WasmTool};
 use libfuzzer_sys::fuzz_target;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 fn harness() -> &'static (tokio::runtime::Runtime, Engine) {
     static HARNESS: OnceLock<(tokio::runtime::Runtime, Engine)> = OnceLock::new();
@@ -31,8 +31,7 @@ fuzz_target!(
     },
     |data: &[u8]| {
     let (runtime, engine) = harness();
-    let bytes: Arc<[u8]> = Arc::from(data);
-    let loaded = runtime.block_on(WasmTool::load(engine, bytes, ToolOrigin::File("fuzz.wasm".into())));
+    let loaded = runtime.block_on(WasmTool::load(engine, data.to_vec(), ToolOrigin::File("fuzz.wasm".into())));
     if let Ok(tool) = loaded {
         assert!(tool.descriptor().problems().is_empty());
     }

@@ -352,7 +352,7 @@ async fn load_groups(groups: &[HookMatcher], engine: &Engine) -> Result<Vec<Grou
                         LoadError::Io(format!("cannot read the hook {}: {e}", component.display()))
                     })?;
                     Handler::Wasm {
-                        hook: Arc::new(WasmHook::load(engine, Arc::from(bytes)).await?),
+                        hook: Arc::new(WasmHook::load(engine, bytes).await?),
                         timeout: Duration::from_secs(timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
                     }
                 }

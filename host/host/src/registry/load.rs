@@ -9,7 +9,9 @@ use airlock_core::error::LoadError;
 use airlock_core::grants::Grants;
 use airlock_core::lock::Lockfile;
 use airlock_core::tool::{Tool, ToolOrigin};
-use airlock_engine::{ComponentBytes, Engine, LoadedTool, Settled, Snapshot, component_sources};
+use airlock_engine::{
+    Bytes, ComponentBytes, Engine, LoadedTool, Settled, Snapshot, component_sources,
+};
 use std::sync::{Arc, OnceLock};
 
 impl Registry {
@@ -130,7 +132,7 @@ impl Registry {
             for (package, bytes) in airlock_bundled::BUNDLED {
                 sources.push((
                     ToolOrigin::Bundled(package.to_string()),
-                    Ok(Arc::from(*bytes)),
+                    Ok(Bytes::from_static(bytes)),
                 ));
             }
         }
