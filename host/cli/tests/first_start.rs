@@ -164,6 +164,77 @@ fn a_call_sent_before_its_tool_is_compiled_waits_for_it_and_succeeds() {
     assert!(result.to_string().contains("hello first start"), "{result}");
 }
 
+/// The replies with `ids` (in whatever order they come) and the
+/// notifications read meanwhile.
+fn replies(stdout: &mut BufReader<ChildStdout>, ids: &[u64]) -> (Vec<Value>, Vec<Value>) {
+    let (mut replies, mut notifications) = (vec![Value::Null; ids.len()], Vec::new());
+    while replies.iter().any(Value::is_null) {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the server ended");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        match ids.iter().position(|id| message["id"] == *id) {
+            Some(i) => replies[i] = message,
+            None if message.get("id").is_none() => notifications.push(message),
+            None => {}
+        }
+    }
+    (replies, notifications)
+}
+
+#[test]
+fn a_component_not_compiled_before_is_listed_once_compiled_and_a_call_waits_for_it() {
+    // A tool directory's component that neither the artifact cache nor
+    // this build's record of the bundled tools knows: compiling it (seconds
+    // for a stock Python tool) once held up `initialize`.
+    let home = tempfile::tempdir().unwrap();
+    let tools = home.path().join(".local/share/airlock/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::copy(
+        airlock_tests::guests::CONFORMANCE_SIMPLE_TEXT,
+        tools.join("simple.wasm"),
+    )
+    .unwrap();
+    let names = |reply: &Value| -> Vec<String> {
+        let tools = reply["result"]["tools"].as_array().unwrap();
+        tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let list = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "test_simple_text", "arguments": {}}});
+    let [init, initialized] = initialize();
+    let (mut child, mut stdout) = serve(home.path(), &[], &[init, initialized, list(2), call]);
+    let (answered, mut notified) = replies(&mut stdout, &[2, 3]);
+    let first = names(&answered[0]);
+    assert!(first.contains(&"read".to_string()), "{first:?}");
+    assert!(
+        !first.contains(&"test_simple_text".to_string()),
+        "tools/list waited for the component's compile: {first:?}"
+    );
+    // The call sent at once waited for the compile.
+    assert_eq!(answered[1]["result"]["isError"], false, "{}", answered[1]);
+
+    if notified.is_empty() {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the server ended");
+        notified.push(serde_json::from_str(&line).unwrap());
+    }
+    assert_eq!(notified[0]["method"], "notifications/tools/list_changed");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", list(4)).unwrap();
+    child.stdin = Some(stdin);
+    let listed = names(&reply(&mut stdout, 4));
+    assert!(
+        listed.contains(&"test_simple_text".to_string()),
+        "{listed:?}"
+    );
+    assert!(listed.contains(&"read".to_string()), "{listed:?}");
+    stop(child);
+}
+
 /// `GET path` on `addr`: the status code and the body.
 fn get(addr: &str, path: &str) -> (u16, String) {
     use std::io::Read;

@@ -119,19 +119,31 @@ impl LoadBounds {
             .clamp(1, self.budget_mib) as u32
     }
 
-    /// Compiles the `pending` tools in the background, within these
-    /// bounds, the smallest components first (most tools are ready
-    /// soonest, and a call that arrives before its tool's turn starts that
-    /// compile itself); `None` when there are none.
-    pub fn compile_in_background(&self, mut pending: Vec<Pending>) -> Option<Compiling> {
-        if pending.is_empty() {
+    /// Compiles the `pending` tools and the `unlisted` components in the
+    /// background, within these bounds, the smallest components first
+    /// (most tools are ready soonest, and a call that arrives before its
+    /// tool's turn starts that compile itself); `None` when there are none.
+    /// An unlisted component's compile leaves its tool (or its failure) in
+    /// the artifact cache, where the next load lists it.
+    pub fn compile_in_background(
+        &self,
+        engine: &Engine,
+        pending: Vec<Pending>,
+        unlisted: Vec<Unlisted>,
+    ) -> Option<Compiling> {
+        let mut work: Vec<Work> = pending
+            .into_iter()
+            .map(|Pending(tool)| Work::Settle(tool))
+            .chain(unlisted.into_iter().map(Work::Compile))
+            .collect();
+        if work.is_empty() {
             return None;
         }
-        pending.sort_by_key(|Pending(tool)| tool.bytes().len());
-        let bounds = self.clone();
+        work.sort_by_key(|work| work.bytes().len());
+        let (bounds, engine) = (self.clone(), engine.clone());
         let all = tokio::spawn(async move {
             let mut tasks = tokio::task::JoinSet::new();
-            for Pending(tool) in pending {
+            for work in work {
                 // Turns are taken here, in order, so the order holds.
                 let Ok(turn) = bounds.parallel.clone().acquire_owned().await else {
                     break;
@@ -139,14 +151,25 @@ impl LoadBounds {
                 let Ok(room) = bounds
                     .budget
                     .clone()
-                    .acquire_many_owned(bounds.room(tool.bytes()))
+                    .acquire_many_owned(bounds.room(work.bytes()))
                     .await
                 else {
                     break;
                 };
+                let engine = engine.clone();
                 tasks.spawn(async move {
                     let _held = (turn, room);
-                    let _ = tool.settle().await;
+                    match work {
+                        Work::Settle(tool) => {
+                            let _ = tool.settle().await;
+                        }
+                        Work::Compile(Unlisted { origin, bytes }) => {
+                            if let Err(error) = WasmTool::load(&engine, bytes, origin.clone()).await
+                            {
+                                tracing::warn!(%origin, "its component could not be loaded: {error}");
+                            }
+                        }
+                    }
                 });
             }
             while let Some(joined) = tasks.join_next().await {
@@ -162,16 +185,65 @@ impl LoadBounds {
     }
 }
 
+/// A component neither the artifact cache nor the snapshot knows, left out
+/// of a listing ([`Engine::load_all`] with a snapshot) and compiled in the
+/// background ([`LoadBounds::compile_in_background`]).
+pub struct Unlisted {
+    origin: ToolOrigin,
+    bytes: Bytes,
+}
+
+impl Unlisted {
+    /// Where the component comes from.
+    pub fn origin(&self) -> &ToolOrigin {
+        &self.origin
+    }
+}
+
+/// One background compile.
+enum Work {
+    /// A tool listed from the snapshot.
+    Settle(Arc<WasmTool>),
+    /// A component not listed yet.
+    Compile(Unlisted),
+}
+
+impl Work {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Work::Settle(tool) => tool.bytes(),
+            Work::Compile(unlisted) => &unlisted.bytes,
+        }
+    }
+}
+
+/// What [`Engine::load_all`] gave.
+pub struct Loading {
+    /// Each source's tool, or why it failed, in the sources' order; the
+    /// unlisted components are not among them.
+    pub results: Vec<(ToolOrigin, Result<LoadedTool, LoadError>)>,
+    /// With a snapshot, the components neither it nor the artifact cache
+    /// knows: not compiled yet, so not listed.
+    pub unlisted: Vec<Unlisted>,
+    /// The bounds, for the background compiles.
+    pub bounds: LoadBounds,
+}
+
 impl Engine {
-    /// Loads `sources` as tools, in their order, within [`LoadBounds`]; a
-    /// component whose digest `snapshot` knows is listed from it and left
-    /// to compile later (see [`Pending`]). Returns the bounds, for the
-    /// background compiles.
+    /// Loads `sources` as tools, in their order, within [`LoadBounds`]. With
+    /// a `snapshot`, nothing is compiled: a component it knows is listed
+    /// from it and left to compile later (see [`Pending`]), and one that
+    /// neither it nor the artifact cache knows is left unlisted (see
+    /// [`Loading::unlisted`]).
     pub async fn load_all(
         &self,
         sources: Vec<(ToolOrigin, ComponentBytes)>,
         snapshot: Option<Arc<Snapshot>>,
-    ) -> (Vec<(ToolOrigin, Result<LoadedTool, LoadError>)>, LoadBounds) {
+    ) -> Loading {
+        enum Outcome {
+            Listed(Result<LoadedTool, LoadError>),
+            Unlisted(Bytes),
+        }
         let bounds = LoadBounds::new(self);
         let mut tasks = tokio::task::JoinSet::new();
         for (i, (origin, bytes)) in sources.into_iter().enumerate() {
@@ -179,37 +251,51 @@ impl Engine {
             let bounds = bounds.clone();
             let snapshot = snapshot.clone();
             tasks.spawn(async move {
-                let loaded = match bytes {
-                    Ok(bytes) => {
-                        let _turn = bounds.parallel.clone().acquire_owned().await;
-                        let _room = bounds
-                            .budget
-                            .clone()
-                            .acquire_many_owned(bounds.room(&bytes))
-                            .await;
-                        match &snapshot {
-                            Some(s) => WasmTool::list_from(&engine, bytes, origin.clone(), s).await,
-                            None => WasmTool::load(&engine, bytes, origin.clone()).await,
-                        }
-                    }
-                    Err(e) => Err(e),
+                let bytes = match bytes {
+                    Ok(bytes) => bytes,
+                    Err(e) => return (i, origin, Outcome::Listed(Err(e))),
                 };
-                (i, origin, loaded.map(LoadedTool::of))
+                let _turn = bounds.parallel.clone().acquire_owned().await;
+                let _room = bounds
+                    .budget
+                    .clone()
+                    .acquire_many_owned(bounds.room(&bytes))
+                    .await;
+                let listed = match &snapshot {
+                    Some(s) => WasmTool::list_from(&engine, bytes.clone(), origin.clone(), s).await,
+                    None => WasmTool::load(&engine, bytes.clone(), origin.clone())
+                        .await
+                        .map(Some),
+                };
+                let outcome = match listed {
+                    Ok(Some(tool)) => Outcome::Listed(Ok(LoadedTool::of(tool))),
+                    Ok(None) => Outcome::Unlisted(bytes),
+                    Err(error) => Outcome::Listed(Err(error)),
+                };
+                (i, origin, outcome)
             });
         }
-        let mut results = Vec::new();
+        let mut outcomes = Vec::new();
         while let Some(joined) = tasks.join_next().await {
             match joined {
-                Ok(result) => results.push(result),
+                Ok(outcome) => outcomes.push(outcome),
                 Err(e) => tracing::error!("a tool loader task failed: {e}"),
             }
         }
-        results.sort_by_key(|(i, _, _)| *i);
-        let results = results
-            .into_iter()
-            .map(|(_, origin, result)| (origin, result))
-            .collect();
-        (results, bounds)
+        outcomes.sort_by_key(|(i, _, _)| *i);
+        let mut results = Vec::new();
+        let mut unlisted = Vec::new();
+        for (_, origin, outcome) in outcomes {
+            match outcome {
+                Outcome::Listed(result) => results.push((origin, result)),
+                Outcome::Unlisted(bytes) => unlisted.push(Unlisted { origin, bytes }),
+            }
+        }
+        Loading {
+            results,
+            unlisted,
+            bounds,
+        }
     }
 }
 

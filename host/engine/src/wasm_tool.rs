@@ -103,41 +103,64 @@ impl WasmTool {
         bytes: impl Into<Bytes>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        WasmTool::list_from(engine, bytes.into(), origin, &Snapshot::default()).await
-    }
-
-    /// Loads a component like [`WasmTool::load`], except that a component
-    /// the cache does not know but `snapshot` does (by the digest of its
-    /// bytes) is listed from the snapshot at once, not yet compiled: it is
-    /// compiled, pre-instantiated and asked to describe itself on first
-    /// need (in the background when the registry lists it, or at
-    /// its first use, which waits; see [`WasmTool::settle`]).
-    pub(crate) async fn list_from(
-        engine: &Engine,
-        bytes: Bytes,
-        origin: ToolOrigin,
-        snapshot: &Snapshot,
-    ) -> Result<WasmTool, LoadError> {
+        let bytes = bytes.into();
         let digest = digest(&bytes).await;
         let key = engine.cache().map(|c| c.key_for(&digest));
-        if let Some(key) = &key {
-            if let Some(tool) = WasmTool::from_cache(engine, &bytes, &digest, key, &origin).await {
-                return Ok(tool);
-            }
-            if let Some(error) = remembered_failure(engine, key).await {
-                return Err(error);
-            }
-        }
-        if let Some(tool) =
-            WasmTool::from_snapshot(engine, &bytes, &digest, &key, &origin, snapshot)
-        {
-            return Ok(tool);
+        let known = WasmTool::known(engine, &bytes, &digest, &key, &origin, None).await;
+        if let Some(known) = known {
+            return known;
         }
         let loaded = WasmTool::compile(engine, bytes, digest, key.clone(), origin).await;
         if let (Err(error), Some(key)) = (&loaded, key) {
             remember_failure(engine, key, error.clone()).await;
         }
         loaded
+    }
+
+    /// Lists a component without compiling it: as the artifact cache
+    /// records it, else as `snapshot` does (by the digest of its bytes;
+    /// compiled, pre-instantiated and asked to describe itself on first
+    /// need, in the background when the registry lists it, or at its first
+    /// use, which waits; see [`WasmTool::settle`]). `None` when neither
+    /// knows it: [`WasmTool::load`] compiles it. Without an artifact cache
+    /// such a component is compiled now, as by [`WasmTool::load`] (a compile
+    /// later would have nowhere to leave its result).
+    pub(crate) async fn list_from(
+        engine: &Engine,
+        bytes: Bytes,
+        origin: ToolOrigin,
+        snapshot: &Snapshot,
+    ) -> Result<Option<WasmTool>, LoadError> {
+        if engine.cache().is_none() {
+            return WasmTool::load(engine, bytes, origin).await.map(Some);
+        }
+        let digest = digest(&bytes).await;
+        let key = engine.cache().map(|c| c.key_for(&digest));
+        WasmTool::known(engine, &bytes, &digest, &key, &origin, Some(snapshot))
+            .await
+            .transpose()
+    }
+
+    /// The tool as the artifact cache records it (or the failure it
+    /// remembers), else as `snapshot` describes it; `None` when neither
+    /// knows the component.
+    async fn known(
+        engine: &Engine,
+        bytes: &Bytes,
+        digest: &str,
+        key: &Option<String>,
+        origin: &ToolOrigin,
+        snapshot: Option<&Snapshot>,
+    ) -> Option<Result<WasmTool, LoadError>> {
+        if let Some(key) = key {
+            if let Some(tool) = WasmTool::from_cache(engine, bytes, digest, key, origin).await {
+                return Some(Ok(tool));
+            }
+            if let Some(error) = remembered_failure(engine, key).await {
+                return Some(Err(error));
+            }
+        }
+        WasmTool::from_snapshot(engine, bytes, digest, key, origin, snapshot?).map(Ok)
     }
 
     /// The tool as `snapshot` describes it, not yet compiled; `None` unless

@@ -77,8 +77,9 @@ impl Airlock {
     /// then describes itself otherwise than listed, or fails to load, its
     /// calls fail with the reason and [`Airlock::settled`] gives the host
     /// to use instead. Components the snapshot does not know (another
-    /// build's, or a tool directory's not yet in the cache) are compiled
-    /// before this returns, as by [`Airlock::new`].
+    /// build's, or a tool directory's not yet in the cache) are not listed
+    /// yet ([`Registry::unlisted`]): they compile in the background, and
+    /// [`Airlock::settled`] gives the host that lists them.
     pub async fn open(config: Config) -> anyhow::Result<Airlock> {
         let grants = Arc::new(Grants::from_config(&config)?);
         let engine = Engine::from_config(&config)?;
@@ -88,12 +89,33 @@ impl Airlock {
     }
 
     /// Waits until the tools [`Airlock::open`] listed before compiling them
-    /// are compiled; `None` when each described itself as listed, else the
-    /// same host with the tools as they described themselves (a tool that
-    /// failed is left out and listed in [`Registry::failures`]).
+    /// are compiled, and the components it did not list yet; `None` when
+    /// each tool described itself as listed and none was left to list,
+    /// else the same host with the tools as they described themselves (a
+    /// tool that failed is left out and listed in [`Registry::failures`])
+    /// and the components compiled since listed (loaded again, from the
+    /// artifact cache).
     pub async fn settled(&self) -> Option<Airlock> {
-        let mut registry = self.registry.settled(&self.config, &self.grants).await?;
-        registry.offer_tool_search(self.config.tool_search, &self.grants);
+        let settled = self.registry.settled(&self.config, &self.grants).await;
+        if !self.registry.unlisted().is_empty() {
+            match self.reload().await {
+                Ok(reloaded) => return Some(reloaded),
+                Err(e) => tracing::error!(
+                    "listing the tools compiled since the start failed: {e:#}; they are not \
+                     listed until the tool directories change"
+                ),
+            }
+        }
+        let mut registry = match settled {
+            Some(mut registry) => {
+                registry.offer_tool_search(self.config.tool_search, &self.grants);
+                registry
+            }
+            None if self.registry.unlisted().is_empty() => return None,
+            None => self.registry.as_ref().clone(),
+        };
+        // Nothing is left to wait for.
+        registry.forget_unlisted();
         Some(Airlock {
             registry: Arc::new(registry),
             ..self.clone()

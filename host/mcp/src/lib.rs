@@ -178,6 +178,30 @@ impl McpHost {
         }
     }
 
+    /// The tools, once `name` is among them or no component is left to
+    /// list ([`Registry::unlisted`]): a call of a tool whose component was
+    /// not compiled before waits for that compile, as a call of a tool
+    /// listed before it was compiled does. Refused when the client cancels
+    /// first.
+    async fn listing(
+        &self,
+        name: &str,
+        cancelled: &CancellationToken,
+    ) -> Result<Airlock, ErrorData> {
+        let mut tools = self.tools.clone();
+        let listed = tools.wait_for(|airlock| {
+            let registry = airlock.registry();
+            registry.get(name).is_some() || registry.unlisted().is_empty()
+        });
+        tokio::select! {
+            listed = listed => Ok(match listed {
+                Ok(airlock) => airlock.clone(),
+                Err(_) => self.tools.borrow().clone(),
+            }),
+            () = cancelled.cancelled() => Err(cancelled_by_client()),
+        }
+    }
+
     /// A new session (one per stdio connection or HTTP session).
     pub fn session(&self) -> McpServer {
         McpServer::new(self.clone())
@@ -1804,8 +1828,17 @@ impl McpServer {
             return self.call_stateless(request, context, received).await;
         }
         self.session.narrow(tool_view(&context));
-        let Some(lists_output_schema) = self
-            .tools()
+        let mut tools = self.tools();
+        if tools.get(&request.name).is_none() && !tools.unlisted().is_empty() {
+            let host = self
+                .session
+                .host
+                .listing(&request.name, &context.ct)
+                .await?;
+            self.session.refresh(host);
+            tools = self.tools();
+        }
+        let Some(lists_output_schema) = tools
             .get(&request.name)
             .map(|e| airlock_host::adapters::mcp::output_schema(e.descriptor()).is_some())
         else {

@@ -147,7 +147,8 @@ impl McpServer {
             }
         };
         // The host's own prompter answers permission questions.
-        let airlock = narrowed(session.host.tools.borrow().clone(), tool_view(&context));
+        let host = session.host.listing(&request.name, &context.ct).await?;
+        let airlock = narrowed(host, tool_view(&context));
         let mut cx = airlock.context();
         // The host's tools as they are now: no session refreshes a list.
         let Some(entry) = cx.tools().get(&request.name) else {

@@ -550,7 +550,10 @@ impl McpServer {
             .0
             .map_err(|e| ErrorData::invalid_params(e, None))?;
         self.session.narrow(super::tool_view(&context));
-        if self.tools().get(&call.params.name).is_none() {
+        // A tool whose component is still compiling may be listed later:
+        // the task's call waits for it.
+        let tools = self.tools();
+        if tools.get(&call.params.name).is_none() && tools.unlisted().is_empty() {
             return Err(super::no_such_tool(&call.params.name));
         }
         let (id, stop, ttl, task) = self.session.tasks.create(ttl)?;

@@ -26,6 +26,7 @@ impl Registry {
             load_failures: self.load_failures.clone(),
             servers: self.servers.clone(),
             compiling: self.compiling.clone(),
+            unlisted: self.unlisted.clone(),
             ..Registry::default()
         };
         registry.grant(config, grants);

@@ -10,7 +10,7 @@ use airlock_core::grants::Grants;
 use airlock_core::lock::Lockfile;
 use airlock_core::tool::{Tool, ToolOrigin};
 use airlock_engine::{
-    Bytes, ComponentBytes, Engine, LoadedTool, Settled, Snapshot, component_sources,
+    Bytes, ComponentBytes, Engine, LoadedTool, Loading, Settled, Snapshot, component_sources,
 };
 use std::sync::{Arc, OnceLock};
 
@@ -38,14 +38,18 @@ impl Registry {
         self.gather(engine, config, grants, None).await
     }
 
-    /// Loads like [`Registry::load`], but returns without compiling the
-    /// components the bundled snapshot describes (the bundled tools, unless
-    /// the artifact cache already lists them): they are listed as the
-    /// snapshot says and compiled in the background, a few at a time; a
-    /// use of one that comes first waits for its compile. When one
-    /// describes itself otherwise than listed, or fails, its uses fail
-    /// with the reason, and [`Registry::settled`] gives the registry to
-    /// use instead.
+    /// Loads like [`Registry::load`], but returns without compiling
+    /// anything. The components the bundled snapshot describes (the
+    /// bundled tools, unless the artifact cache already lists them) are
+    /// listed as the snapshot says and compiled in the background, a few
+    /// at a time; a use of one that comes first waits for its compile.
+    /// When one describes itself otherwise than listed, or fails, its uses
+    /// fail with the reason, and [`Registry::settled`] gives the registry
+    /// to use instead. Components neither the snapshot nor the cache knows
+    /// (another build's, a tool directory's not yet compiled) are not
+    /// listed: they compile in the background too ([`Registry::unlisted`]),
+    /// and a load after that lists them from the cache. Without an
+    /// artifact cache those are compiled before this returns.
     pub async fn list(engine: &Engine, config: &Config, grants: &Grants) -> Registry {
         static BUNDLED: OnceLock<Arc<Snapshot>> = OnceLock::new();
         let snapshot =
@@ -156,7 +160,11 @@ impl Registry {
             let previous = self.servers.clone();
             async move { mcp_servers(&config, &previous).await }
         });
-        let (results, bounds) = engine.load_all(sources, snapshot).await;
+        let Loading {
+            results,
+            unlisted,
+            bounds,
+        } = engine.load_all(sources, snapshot).await;
 
         let mut loaded = Vec::new();
         let (mounted, failed, running) = match servers.await {
@@ -210,7 +218,8 @@ impl Registry {
             loaded,
             load_failures,
             servers: running,
-            compiling: bounds.compile_in_background(listed),
+            unlisted: unlisted.iter().map(|u| u.origin().clone()).collect(),
+            compiling: bounds.compile_in_background(engine, listed, unlisted),
             ..Registry::default()
         };
         registry.grant(config, grants);

@@ -113,9 +113,12 @@ pub struct Registry {
     failures: Vec<LoadFailure>,
     /// The MCP servers behind the loaded tools, for the next load to reuse.
     servers: Servers,
-    /// The background compiles of the tools listed from the snapshot; done
-    /// when all are.
+    /// The background compiles of the tools listed from the snapshot and
+    /// of the unlisted components; done when all are.
     compiling: Option<Compiling>,
+    /// Components not listed yet: neither the snapshot nor the artifact
+    /// cache knew them, so they compile in the background.
+    unlisted: Vec<ToolOrigin>,
 }
 
 /// The MCP servers a load started.
@@ -330,6 +333,20 @@ impl Registry {
         &self.failures
     }
 
+    /// The components [`Registry::list`] did not list because neither the
+    /// bundled snapshot nor the artifact cache knew them: they compile in
+    /// the background, and the next load lists them from the cache (see
+    /// [`crate::Airlock::settled`]).
+    pub fn unlisted(&self) -> &[ToolOrigin] {
+        &self.unlisted
+    }
+
+    /// Stops saying that components are left to list (they compiled, and
+    /// listing them failed).
+    pub(crate) fn forget_unlisted(&mut self) {
+        self.unlisted.clear();
+    }
+
     /// A registry with only the tools `keep` accepts (for a sub-agent, or
     /// an agent's context without the tools a bare deny rule hides). The
     /// tools themselves are shared, not reloaded; `tool_search`'s prompt
@@ -361,6 +378,7 @@ impl Registry {
             failures: self.failures.clone(),
             servers: self.servers.clone(),
             compiling: self.compiling.clone(),
+            unlisted: self.unlisted.clone(),
         };
         view.reindex();
         view.settle_search();
@@ -499,24 +517,30 @@ mod tests {
         }
 
         #[tokio::test]
-        async fn a_stale_entry_is_not_used_and_the_tool_is_compiled_first() {
+        async fn a_stale_entry_is_not_used_and_the_tool_is_listed_once_compiled() {
             let described = describe_ls().await;
             let mut stale = described.clone();
             stale.blake3 = blake3::hash(b"an older build").to_hex().to_string();
             stale.descriptor.description = "what an older build said".into();
             let s = setup(&[("ls.wasm", ls_bytes())]);
             let registry = listed(&s, vec![stale]).await;
-            assert!(registry.loaded[0].pending.is_none(), "compiled at load");
-            assert_eq!(
-                artifacts(&s),
-                1,
-                "compiled before the registry was returned"
+            assert!(
+                registry.get("ls").is_none(),
+                "listed before it was compiled"
             );
+            let file = s.tmp.path().join("tools/ls.wasm");
+            assert_eq!(registry.unlisted(), [ToolOrigin::File(file)]);
+
+            let airlock = s.airlock(registry).await;
+            let settled = airlock.settled().await.expect("listed once compiled");
+            assert_eq!(artifacts(&s), 1, "compiled in the background, and cached");
+            assert!(settled.registry().unlisted().is_empty());
             assert_eq!(
-                registry.get("ls").unwrap().descriptor(),
+                settled.registry().get("ls").unwrap().descriptor(),
                 &described.descriptor
             );
-            assert!(registry.settled(&s.config, &s.grants).await.is_none());
+            assert!(ls_in(&settled).await.unwrap().contains("a.txt"));
+            assert!(settled.settled().await.is_none(), "nothing left to list");
         }
 
         #[tokio::test]
