@@ -452,7 +452,8 @@ async fn run(cli: Cli) -> ExitCode {
     #[cfg(not(feature = "mcp"))]
     let serves_mcp = false;
     // A server answers its client at once: the bundled tools are listed
-    // from this build's record of them and compiled in the background.
+    // from this build's record of them and compiled in the background, and
+    // a component never compiled before is listed once it is.
     let opened = if serves_mcp {
         Airlock::open(config).await
     } else {

@@ -69,11 +69,13 @@ impl Registry {
             .await
     }
 
-    /// Waits until every tool listed from the bundled snapshot is compiled
-    /// (see [`Registry::list`]); `None` when each described itself as
-    /// listed, else the same registry under `grants` with each that
-    /// described itself otherwise listed as it did, and each that failed
-    /// moved to [`Registry::failures`].
+    /// Waits until every tool listed from the bundled snapshot is compiled,
+    /// and every unlisted component (see [`Registry::list`]); `None` when
+    /// each tool described itself as listed, else the same registry under
+    /// `grants` with each that described itself otherwise listed as it did,
+    /// and each that failed moved to [`Registry::failures`]. The unlisted
+    /// components' tools are not in it: a load lists them, from the
+    /// artifact cache ([`crate::Airlock::settled`] does).
     pub async fn settled(&self, config: &Config, grants: &Grants) -> Option<Registry> {
         if let Some(compiling) = &self.compiling {
             compiling.clone().await;
