@@ -1829,7 +1829,8 @@ impl McpServer {
         }
         self.session.narrow(tool_view(&context));
         let mut tools = self.tools();
-        if tools.get(&request.name).is_none() && !tools.unlisted().is_empty() {
+        // Nothing unlisted is the usual case: the tool is then looked up once.
+        if !tools.unlisted().is_empty() && tools.get(&request.name).is_none() {
             let host = self
                 .session
                 .host
