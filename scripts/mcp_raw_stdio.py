@@ -3,17 +3,23 @@ JSON-RPC written and read on the pipes, no SDK. Times `sleep {"ms": 0}`
 one call at a time and 64 in flight (rows 8 and 8b without criterion), to
 compare binaries side by side, and `cat` echoing the same line (the pipe
 floor) in the same run. Prints the median of each round's time per call.
+With `--sockets`, stdin and stdout are stream sockets instead of pipes, as
+Node's `child_process` gives a child (so Claude Code, the Inspector and
+the TypeScript SDK), and the floor is `cat` over sockets too.
 
-Usage: python3 scripts/mcp_raw_stdio.py AIRLOCK [ROUNDS]
+Usage: python3 scripts/mcp_raw_stdio.py [--sockets] AIRLOCK [ROUNDS]
 """
 
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+SOCKETS = False
 
 SEQUENTIAL = 1000
 BATCHES, IN_FLIGHT = 100, 64
@@ -38,9 +44,31 @@ class Lines:
         return one
 
 
+def spawn(command: list, **options):
+    """`command` with its stdin and stdout as pipes, or as stream sockets
+    with `SOCKETS`: the process (its `stdin` a binary file either way),
+    and the lines it writes."""
+    if not SOCKETS:
+        process = subprocess.Popen(command, bufsize=0, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, **options)
+        return process, Lines(process.stdout.fileno())
+    ours_in, its_in = socket.socketpair()
+    ours_out, its_out = socket.socketpair()
+    process = subprocess.Popen(command, stdin=its_in.fileno(), stdout=its_out.fileno(),
+                               **options)
+    its_in.close()
+    its_out.close()
+    process.stdin = ours_in.makefile("wb", buffering=0)
+    # The socket closes with the file: closing `stdin` is the end of input.
+    ours_in.close()
+    # Kept with the process, so the socket lives as long as it is read.
+    process.output = ours_out
+    return process, Lines(ours_out.fileno())
+
+
 def cat_floor(rounds: int) -> float:
-    cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    out, per_round = Lines(cat.stdout.fileno()), []
+    cat, out = spawn(["cat"])
+    per_round = []
     for _ in range(rounds):
         started = time.perf_counter()
         for n in range(SEQUENTIAL):
@@ -78,9 +106,7 @@ def start(command: list, home: str, client: str):
     """Starts `command` (an `airlock mcp` server over stdio) with `home` as
     its HOME and no configuration, and initializes it as `client`: the
     process, and the lines it writes."""
-    server = subprocess.Popen(command, env=server_env(home), bufsize=0, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = Lines(server.stdout.fileno())
+    server, out = spawn(command, env=server_env(home), stderr=subprocess.DEVNULL)
     init = {"protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": client, "version": "1"}}
     server.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -124,6 +150,10 @@ def main(binary: str, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    if args[:1] == ["--sockets"]:
+        SOCKETS = True
+        args = args[1:]
+    if not args:
         raise SystemExit(__doc__)
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 4)
+    main(args[0], int(args[1]) if len(args) > 1 else 4)

@@ -267,28 +267,76 @@ fn structured_content_matches_the_listed_output_schema_and_holds_the_whole_resul
     run_client("structured.py");
 }
 
-/// `airlock ARGS mcp` over piped stdio driven by raw JSON-RPC lines, past
-/// the handshake (with `capabilities` as the client's).
+/// `airlock ARGS mcp` driven by raw JSON-RPC lines over its stdin and
+/// stdout, past the handshake (with `capabilities` as the client's).
 struct RawStdio {
     child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    stdout: std::io::BufReader<std::process::ChildStdout>,
+    stdin: Option<Box<dyn std::io::Write + Send>>,
+    stdout: std::io::BufReader<Box<dyn std::io::Read + Send>>,
     /// The reply to `initialize`.
     initialized: serde_json::Value,
 }
 
+/// What the server's stdin and stdout are.
+#[derive(Clone, Copy, Debug)]
+enum Over {
+    /// Pipes, as Python's `subprocess` and most clients give them.
+    Pipes,
+    /// Stream sockets, as Node's `child_process` gives them (Claude Code,
+    /// the Inspector, the TypeScript SDK).
+    Sockets,
+}
+
 impl RawStdio {
     fn start(home: &Path, args: &[&str], capabilities: &str) -> RawStdio {
+        RawStdio::start_over(Over::Pipes, home, args, capabilities)
+    }
+
+    fn start_over(over: Over, home: &Path, args: &[&str], capabilities: &str) -> RawStdio {
+        use std::os::unix::net::UnixStream;
         use std::process::Stdio;
-        let child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home)
-            .args(args)
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut server = RawStdio::from_child(child);
+        let mut command = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home);
+        command.args(args).arg("mcp").stderr(Stdio::null());
+        let mut server = match over {
+            Over::Pipes => {
+                let mut child = command
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let stdin = child.stdin.take().unwrap();
+                let stdout = child.stdout.take().unwrap();
+                RawStdio::new(child, Box::new(stdin), Box::new(stdout))
+            }
+            Over::Sockets => {
+                let (stdin, its_stdin) = UnixStream::pair().unwrap();
+                let (stdout, its_stdout) = UnixStream::pair().unwrap();
+                // A send buffer far smaller than a long reply: writing one
+                // takes many writes, each waiting for the client to read.
+                let small: libc::c_int = 4096;
+                // SAFETY: a valid socket, and the option's value and size.
+                let set = unsafe {
+                    libc::setsockopt(
+                        std::os::fd::AsRawFd::as_raw_fd(&its_stdout),
+                        libc::SOL_SOCKET,
+                        libc::SO_SNDBUF,
+                        (&raw const small).cast(),
+                        size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+                // A server that stops writing fails the test, not hangs it.
+                stdout
+                    .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+                    .unwrap();
+                let child = command
+                    .stdin(std::os::fd::OwnedFd::from(its_stdin))
+                    .stdout(std::os::fd::OwnedFd::from(its_stdout))
+                    .spawn()
+                    .unwrap();
+                RawStdio::new(child, Box::new(stdin), Box::new(stdout))
+            }
+        };
         server.send(&format!(
             r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
         ));
@@ -299,13 +347,15 @@ impl RawStdio {
         server
     }
 
-    fn from_child(mut child: std::process::Child) -> RawStdio {
-        let stdin = child.stdin.take();
-        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    fn new(
+        child: std::process::Child,
+        stdin: Box<dyn std::io::Write + Send>,
+        stdout: Box<dyn std::io::Read + Send>,
+    ) -> RawStdio {
         RawStdio {
             child,
-            stdin,
-            stdout,
+            stdin: Some(stdin),
+            stdout: std::io::BufReader::new(stdout),
             initialized: serde_json::Value::Null,
         }
     }
@@ -371,16 +421,31 @@ fn call_text(reply: &serde_json::Value) -> (String, bool) {
 /// rmcp handles each request in a task of its own; calls written back to
 /// back must still reach the executor in the order they were written: each
 /// `read` sees the file as the `edit` before it left it, and each `edit`
-/// finds the file read (issue 14, defect 2).
+/// finds the file read (issue 14, defect 2). The file is long enough that
+/// the replies (about 5 MB in all) fill the output's buffer many times
+/// while the client is not yet reading.
 #[test]
 fn pipelined_calls_over_stdio_run_in_the_order_they_were_written() {
+    pipelined_calls_run_in_the_order_they_were_written(Over::Pipes);
+}
+
+/// The same over sockets, which the server reads and writes without
+/// Tokio's blocking threads (`stdio.rs`).
+#[test]
+fn pipelined_calls_over_socket_stdio_run_in_the_order_they_were_written() {
+    pipelined_calls_run_in_the_order_they_were_written(Over::Sockets);
+}
+
+fn pipelined_calls_run_in_the_order_they_were_written(over: Over) {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let workspace = workspace.path().canonicalize().unwrap();
     let file = workspace.join("count.txt");
-    std::fs::write(&file, "count: 0\n").unwrap();
+    let padding = "a line to make each read's reply long\n".repeat(1200);
+    std::fs::write(&file, format!("count: 0\n{padding}")).unwrap();
     let ws = workspace.to_str().unwrap();
-    let mut server = RawStdio::start(
+    let mut server = RawStdio::start_over(
+        over,
         home.path(),
         &["--workspace", ws, "--mode", "acceptEdits"],
         "{}",
@@ -420,7 +485,7 @@ fn pipelined_calls_over_stdio_run_in_the_order_they_were_written() {
     }
     assert_eq!(
         std::fs::read_to_string(file).unwrap(),
-        format!("count: {PAIRS}\n")
+        format!("count: {PAIRS}\n{padding}")
     );
 }
 
@@ -463,9 +528,18 @@ fn an_exclusive_call_written_after_a_running_one_waits_for_it() {
 /// cancelled, not given rmcp's 5 s to finish (issue 14).
 #[test]
 fn closing_stdin_cancels_the_calls_in_flight_at_once() {
+    closing_stdin_cancels_the_calls_in_flight_at_once_over(Over::Pipes);
+}
+
+#[test]
+fn closing_a_socket_stdin_cancels_the_calls_in_flight_at_once() {
+    closing_stdin_cancels_the_calls_in_flight_at_once_over(Over::Sockets);
+}
+
+fn closing_stdin_cancels_the_calls_in_flight_at_once_over(over: Over) {
     use std::time::{Duration, Instant};
     let home = tempfile::tempdir().unwrap();
-    let mut server = RawStdio::start(home.path(), &[], "{}");
+    let mut server = RawStdio::start_over(over, home.path(), &[], "{}");
     server.send(&call_line(1, "sleep", serde_json::json!({"ms": 60000})));
     std::thread::sleep(Duration::from_millis(300));
     drop(server.stdin.take());

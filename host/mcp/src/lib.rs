@@ -57,6 +57,8 @@ pub mod auth;
 mod lines;
 mod sse;
 mod stateless;
+#[cfg(unix)]
+mod stdio;
 mod tasks;
 
 pub use stateless::CONTEXT_META;
@@ -210,6 +212,9 @@ impl McpHost {
     /// Serves one session on stdin/stdout until stdin closes; the calls
     /// still in flight then are cancelled.
     pub async fn serve_stdio(&self) -> anyhow::Result<()> {
+        #[cfg(unix)]
+        let (read, write) = stdio::streams();
+        #[cfg(not(unix))]
         let (read, write) = rmcp::transport::stdio_pipes();
         let transport = Ordered::new(tasks::Stdio::new(read, write));
         let running = self.session().serve(transport).await?;
