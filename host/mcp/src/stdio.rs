@@ -1,12 +1,12 @@
 //! stdin and stdout as the stdio transport reads and writes them, without
 //! Tokio's blocking thread pool where the descriptors allow it: a socket
 //! (what Node's `child_process` gives a child for both, so for Claude
-//! Code, the Inspector and the TypeScript SDK) is read and written with `MSG_DONTWAIT`, which leaves the descriptor's
-//! own flags alone; a pipe is reopened through `/proc/self/fd` with
-//! `O_NONBLOCK` on its own open file description. Anything else (a
-//! terminal, a file) goes through Tokio's stdin and stdout, which read and
-//! write on a blocking thread. Each side is chosen on its own. It knows
-//! nothing of MCP.
+//! Code, the Inspector and the TypeScript SDK) is read and written with
+//! `MSG_DONTWAIT`, which leaves the descriptor's own flags alone; a pipe
+//! is reopened through `/proc/self/fd` with `O_NONBLOCK` on its own open
+//! file description. Anything else (a terminal, a file) goes through
+//! Tokio's stdin and stdout, which read and write on a blocking thread.
+//! Each side is chosen on its own. It knows nothing of MCP.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
