@@ -57,7 +57,7 @@ pub mod auth;
 mod lines;
 mod sse;
 mod stateless;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 mod stdio;
 mod tasks;
 
@@ -212,9 +212,9 @@ impl McpHost {
     /// Serves one session on stdin/stdout until stdin closes; the calls
     /// still in flight then are cancelled.
     pub async fn serve_stdio(&self) -> anyhow::Result<()> {
-        #[cfg(unix)]
+        #[cfg(target_os = "linux")]
         let (read, write) = stdio::streams();
-        #[cfg(not(unix))]
+        #[cfg(not(target_os = "linux"))]
         let (read, write) = rmcp::transport::stdio_pipes();
         let transport = Ordered::new(tasks::Stdio::new(read, write));
         let running = self.session().serve(transport).await?;

@@ -6,7 +6,8 @@
 //! is reopened through `/proc/self/fd` with `O_NONBLOCK` on its own open
 //! file description. Anything else (a terminal, a file) goes through
 //! Tokio's stdin and stdout, which read and write on a blocking thread.
-//! Each side is chosen on its own. It knows nothing of MCP.
+//! Each side is chosen on its own. Linux only (`/proc`, `MSG_NOSIGNAL`);
+//! elsewhere rmcp's `stdio_pipes` serves. It knows nothing of MCP.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
