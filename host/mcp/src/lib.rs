@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use rmcp::model::{
     BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
     ClientNotification, ClientRequest, ContentBlock as McpContent, CustomRequest, CustomResult,
-    ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions,
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions, GetMeta,
     Implementation, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
@@ -216,8 +216,15 @@ impl McpHost {
         let (read, write) = stdio::streams();
         #[cfg(not(target_os = "linux"))]
         let (read, write) = rmcp::transport::stdio_pipes();
-        let transport = Ordered::new(tasks::Stdio::new(read, write));
-        let running = self.session().serve(transport).await?;
+        let stdio = tasks::Stdio::new(read, write);
+        let answering = Answering::new(stdio.lines());
+        let known = answering.session.clone();
+        let server = self.session();
+        let running = server
+            .clone()
+            .serve(Ordered::new(stdio).answering(answering))
+            .await?;
+        let _ = known.set((server, running.peer().clone()));
         running.waiting().await?;
         Ok(())
     }
@@ -869,6 +876,7 @@ struct Ordered<T> {
     turns: Arc<Mutex<Turns>>,
     replies: Replies<UseEvents>,
     closed: CancellationToken,
+    answering: Option<Answering>,
 }
 
 impl<T> Ordered<T> {
@@ -878,7 +886,14 @@ impl<T> Ordered<T> {
             turns: Arc::default(),
             replies: Replies::default(),
             closed: CancellationToken::new(),
+            answering: None,
         }
+    }
+
+    /// Plain calls are answered outside rmcp's serve loop ([`Answering`]).
+    fn answering(mut self, answering: Answering) -> Ordered<T> {
+        self.answering = Some(answering);
+        self
     }
 }
 
@@ -913,6 +928,28 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let message = self.receive_one().await;
+            return match (&self.answering, message) {
+                (Some(answering), Some(JsonRpcMessage::Request(request))) => {
+                    match answering.answer(request, &self.closed, &self.replies) {
+                        None => continue,
+                        Some(request) => Some(JsonRpcMessage::Request(request)),
+                    }
+                }
+                (_, message) => message,
+            };
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+impl<T: Transport<RoleServer>> Ordered<T> {
+    /// The next message, a call given its turn.
+    async fn receive_one(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         let mut message = self.inner.receive().await;
         match &mut message {
             Some(JsonRpcMessage::Request(JsonRpcRequest { request, id, .. })) => {
@@ -944,6 +981,9 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
             })) => {
                 if let Some(id) = &cancelled.params.request_id {
                     drop(self.replies.close(id));
+                    if let Some(answering) = &self.answering {
+                        answering.cancel(id);
+                    }
                 }
             }
             Some(_) => {}
@@ -951,9 +991,106 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
         }
         message
     }
+}
 
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
+/// Plain `tools/call` requests answered outside rmcp's serve loop (on
+/// stdio). rmcp runs a request in a task of its own, sends the handler's
+/// reply back to its loop, and spawns a task there to write it: with the
+/// writer's, five task hand-offs after the read, more than the three Tokio
+/// runs in a row on one worker, so the rest went through its run queue,
+/// waking the other worker for them. Here the call's own task runs the same handler (`Service::handle_request`, so the
+/// reply is shaped as rmcp shapes it) and queues its reply on the output
+/// itself. A call that names its protocol version in `_meta` (2026-07-28,
+/// served statelessly) or arrives before the session's peer is known goes
+/// through rmcp. Progress, log lines and questions go through the peer as
+/// before, each handed to the output before the call goes on, so before
+/// its reply.
+struct Answering {
+    /// The session's server and its peer, once `initialize` was answered.
+    session: Arc<OnceLock<(McpServer, Peer<RoleServer>)>>,
+    lines: lines::LineSender,
+    /// The calls being answered here, by id, and what cancels each.
+    calls: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
+}
+
+impl Answering {
+    fn new(lines: lines::LineSender) -> Answering {
+        Answering {
+            session: Arc::default(),
+            lines,
+            calls: Arc::default(),
+        }
+    }
+
+    /// Starts answering `request` if it is a plain call and the session is
+    /// known; else gives it back, for rmcp. `closed` is the connection's end
+    /// (which cancels the call), `replies` where its place is kept until
+    /// its reply is written.
+    fn answer(
+        &self,
+        request: JsonRpcRequest<ClientRequest>,
+        closed: &CancellationToken,
+        replies: &Replies<UseEvents>,
+    ) -> Option<JsonRpcRequest<ClientRequest>> {
+        let plain = matches!(request.request, ClientRequest::CallToolRequest(_))
+            && request.request.get_meta().protocol_version().is_none();
+        let Some((server, peer)) = self.session.get().filter(|_| plain) else {
+            return Some(request);
+        };
+        let JsonRpcRequest {
+            id,
+            request: mut call,
+            ..
+        } = request;
+        let ct = closed.child_token();
+        lock(&self.calls).insert(id.clone(), ct.clone());
+        let mut context = RequestContext::new(id.clone(), peer.clone());
+        context.ct = ct.clone();
+        std::mem::swap(&mut context.meta, call.get_meta_mut());
+        std::mem::swap(&mut context.extensions, call.extensions_mut());
+        let server = server.clone();
+        let calls = self.calls.clone();
+        let lines = self.lines.clone();
+        let replies = replies.clone();
+        let closed = closed.clone();
+        tokio::spawn(async move {
+            let result = rmcp::Service::handle_request(&server, call, context).await;
+            ct.cancel();
+            // A call the client cancelled gets no reply (as from rmcp).
+            let cancelled = lock(&calls).remove(&id).is_none();
+            let held = replies.close(&id);
+            if cancelled {
+                return;
+            }
+            let mut reply = match result {
+                Ok(result) => ServerJsonRpcMessage::response(result, id),
+                Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+            };
+            tasks::shape(&mut reply);
+            match serde_json::to_vec(&reply) {
+                Ok(mut line) => {
+                    line.push(b'\n');
+                    match lines.send(line).await {
+                        Ok(()) => {}
+                        // stdin closed: the output may be closed first.
+                        Err(e) if closed.is_cancelled() => {
+                            tracing::debug!("a reply after the connection ended: {e}")
+                        }
+                        Err(e) => tracing::error!("writing a reply failed: {e}"),
+                    }
+                }
+                Err(e) => tracing::error!("a reply could not be written as JSON: {e}"),
+            }
+            drop(held);
+        });
+        None
+    }
+
+    /// The client cancelled call `id`: if it is answered here, it stops.
+    fn cancel(&self, id: &RequestId) {
+        if let Some(ct) = lock(&self.calls).remove(id) {
+            ct.cancel();
+        }
     }
 }
 

@@ -27,7 +27,7 @@
 //! a task's call asks goes to the client as any call's does (the task does
 //! not go to `input_required`).
 
-use super::lines::LineWriter;
+use super::lines::{LineSender, LineWriter};
 use super::{McpServer, cancelled_by_client, lock};
 use airlock_host::sanitize::{self, Sink};
 use rmcp::model::{
@@ -723,6 +723,12 @@ where
             discarding: false,
             write: LineWriter::new(write),
         }
+    }
+
+    /// What queues lines on this transport's output from elsewhere (a call
+    /// answered outside rmcp's serve loop: `Ordered`'s `Answering`).
+    pub(super) fn lines(&self) -> LineSender {
+        self.write.sender()
     }
 
     /// Reads up to the next newline into `self.line`, never past the
