@@ -1,7 +1,7 @@
 //! The streaming executor: scheduling properties over random batches
 //! (proptest), sibling abort, the user's interrupt mid-stream with both
-//! interrupt behaviours on real components, and a tool's log lines before
-//! its result.
+//! interrupt behaviours on real components, a tool's log lines before
+//! its result, and a call run where it is read not waking its own task.
 
 use airlock_host::PermissionMode;
 use airlock_host::{
@@ -747,4 +747,67 @@ async fn a_submitted_use_gets_its_own_lines_then_its_result_and_nothing_else() {
         }
     }
     assert_eq!((lines_seen, results), (50, vec!["plain".to_string()]));
+}
+
+/// A use that may start at once runs where its events are read; a real
+/// component's call runs there without its reader's task waking itself.
+/// Tokio takes a task that woke itself while it ran for one that yielded,
+/// and wakes another worker to take it: wasmtime's report of a call's
+/// end, and the closing of the use's progress channels, each did that on
+/// every call. (An epoch tick during a call makes the guest yield,
+/// which is a wake-up of its own task too, so a few are allowed.)
+#[tokio::test]
+async fn a_use_run_where_it_is_read_does_not_wake_its_own_task() {
+    let airlock = airlock(config()).await;
+    let executor = Executor::session(airlock.clone(), airlock.context());
+    let handle = executor.handle();
+    let mut woke_itself = 0;
+    for n in 0..20 {
+        let mut events = handle.submit(ToolUse::new(format!("u{n}"), "sleep", json!({"ms": 0})));
+        let (result, wakes) = self_wakes(result_of(&mut events)).await;
+        assert!(!result.is_error(), "{}", result.text());
+        woke_itself += wakes;
+    }
+    assert!(
+        woke_itself <= 3,
+        "20 calls woke their own task {woke_itself} times"
+    );
+}
+
+/// Runs `fut`, counting the polls during which it woke its own task
+/// (whatever the poll returned: a task that goes on to wait for something
+/// else after `fut`, as one that writes out a reply does, then yields).
+async fn self_wakes<F: Future>(fut: F) -> (F::Output, usize) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::{Context, Wake, Waker};
+    struct Noting {
+        outer: Mutex<Option<Waker>>,
+        woken: AtomicBool,
+    }
+    impl Wake for Noting {
+        fn wake(self: Arc<Self>) {
+            self.woken.store(true, Ordering::SeqCst);
+            if let Some(outer) = self.outer.lock().unwrap().as_ref() {
+                outer.wake_by_ref();
+            }
+        }
+    }
+    let noting = Arc::new(Noting {
+        outer: Mutex::new(None),
+        woken: AtomicBool::new(false),
+    });
+    let waker = Waker::from(noting.clone());
+    let mut fut = std::pin::pin!(fut);
+    let mut count = 0;
+    let out = std::future::poll_fn(|cx| {
+        *noting.outer.lock().unwrap() = Some(cx.waker().clone());
+        noting.woken.store(false, Ordering::SeqCst);
+        let poll = fut.as_mut().poll(&mut Context::from_waker(&waker));
+        if noting.woken.load(Ordering::SeqCst) {
+            count += 1;
+        }
+        poll
+    })
+    .await;
+    (out, count)
 }

@@ -19,6 +19,7 @@ mod loader;
 mod net;
 mod pipe;
 mod preopens;
+mod repoll;
 mod run;
 mod snapshot;
 mod state;

@@ -8,12 +8,14 @@
 use super::budget::WriteBudget;
 use super::net::NetHooks;
 use super::pipe::CappedPipe;
+use super::repoll::repoll;
 use super::state::{CallIo, CancelWatch, HostState, Limiter, Stop};
 use super::{Engine, Slot, SlotKind};
 use airlock_core::error::{CallError, ErrorClass};
 use airlock_core::grants::CallGrants;
 use airlock_core::sanitize::{self, Sink};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
@@ -60,8 +62,8 @@ pub(crate) async fn instantiate<P: Sync, I>(
             spec.grants,
             spec.cwd,
         )?;
-        let deadline = arm(&mut store, timeout, None);
-        let outcome = guard(deadline, None, instantiate(pre, &mut store)).await;
+        let armed = arm(&mut store, timeout, None);
+        let outcome = guard(&armed, None, instantiate(pre, &mut store)).await;
         if let Guarded::Done(Err(e)) = &outcome
             && e.is::<wasmtime::PoolConcurrencyLimitError>()
         {
@@ -141,9 +143,16 @@ pub(crate) fn new_store(
     Ok(store)
 }
 
+/// A store armed by [`arm`]: its deadline, and how many times its epoch
+/// callback has asked the guest to yield.
+pub(crate) struct Armed {
+    deadline: Instant,
+    yields: Arc<AtomicU64>,
+}
+
 /// Arms the store's epoch callback: the guest yields to the runtime every
 /// tick, and is interrupted once `budget` has passed or, when `cancel` is
-/// given, once it is cancelled. Returns the deadline.
+/// given, once it is cancelled.
 ///
 /// A cancellation also advances the engine's epoch at once (from the
 /// thread that cancels), so a guest spinning in wasm stops within
@@ -153,8 +162,10 @@ pub(crate) fn arm(
     store: &mut Store<HostState>,
     budget: Duration,
     cancel: Option<CancellationToken>,
-) -> Instant {
+) -> Armed {
     let deadline = Instant::now() + budget;
+    let yields = Arc::new(AtomicU64::new(0));
+    let asked = yields.clone();
     let watch = cancel.as_ref().map(|c| CancelWatch::new(c, store.engine()));
     store.data_mut().cancel_watch = watch;
     store.set_epoch_deadline(1);
@@ -167,9 +178,10 @@ pub(crate) fn arm(
             cx.data_mut().stopped = Some(Stop::Deadline);
             return Ok(UpdateDeadline::Interrupt);
         }
+        asked.fetch_add(1, Ordering::SeqCst);
         Ok(UpdateDeadline::Yield(1))
     });
-    deadline
+    Armed { deadline, yields }
 }
 
 /// How a guarded guest call ended.
@@ -182,15 +194,17 @@ pub(crate) enum Guarded<T> {
 /// Runs `fut` until it finishes, the deadline passes (a guest blocked in a
 /// host call does not see epochs, so the wall clock backs them up), or
 /// `cancel` fires. Dropping `fut` unwinds the guest; its store is not
-/// reused after that.
+/// reused after that. `fut` waking itself as it ends does not make its
+/// task yield ([`repoll`]).
 pub(crate) async fn guard<T>(
-    deadline: Instant,
+    armed: &Armed,
     cancel: Option<&CancellationToken>,
     fut: impl Future<Output = wasmtime::Result<T>>,
 ) -> Guarded<T> {
     // A little grace, so a guest spinning in wasm is stopped by its epoch
     // deadline, which says more about why than a dropped future does.
-    let wall = tokio::time::Instant::from_std(deadline + Duration::from_millis(50));
+    let wall = tokio::time::Instant::from_std(armed.deadline + Duration::from_millis(50));
+    let fut = repoll(fut, &armed.yields);
     let cancelled = async {
         match cancel {
             Some(c) => c.cancelled().await,

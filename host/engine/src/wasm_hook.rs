@@ -90,9 +90,9 @@ impl WasmHook {
             Box::pin(pre.instantiate_async(store))
         })
         .await?;
-        let deadline = arm(&mut store, timeout, None);
+        let armed = arm(&mut store, timeout, None);
         let outcome = guard(
-            deadline,
+            &armed,
             None,
             instance.airlock_tool_hook().call_handle(&mut store, event),
         )

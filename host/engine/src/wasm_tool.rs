@@ -516,9 +516,9 @@ impl Tool for WasmTool {
         })
         .await?;
         let timeout = inv.grants.timeout;
-        let deadline = arm(&mut store, timeout, cancel.clone());
+        let armed = arm(&mut store, timeout, cancel.clone());
         let outcome = guard(
-            deadline,
+            &armed,
             cancel.as_ref(),
             instance
                 .airlock_tool_tool()
@@ -560,8 +560,8 @@ impl WasmTool {
     ) -> Result<T, CallError> {
         let budget = self.preflight_budget(inv);
         let p = self.preflight(inv).await?;
-        let deadline = arm(&mut p.store, budget, None);
-        let outcome = guard(deadline, None, export(&p.instance, &mut p.store)).await;
+        let armed = arm(&mut p.store, budget, None);
+        let outcome = guard(&armed, None, export(&p.instance, &mut p.store)).await;
         let result = settle(&p.store, outcome, budget);
         if result.is_err() {
             inv.clear_scratch();
@@ -711,9 +711,9 @@ async fn describe(
     })
     .await
     .map_err(|e| LoadError::Describe(e.message))?;
-    let deadline = arm(&mut store, budget, None);
+    let armed = arm(&mut store, budget, None);
     let described = guard(
-        deadline,
+        &armed,
         None,
         instance.airlock_tool_tool().call_describe(&mut store),
     )

@@ -659,13 +659,17 @@ enum Step {
 impl Direct {
     /// Runs the call until it sends progress or a log line or completes;
     /// once it completed, hands out what it sent last, then its result.
+    /// The call is polled first: one that completes in its first poll
+    /// then drops its sink before the channels were ever polled, so
+    /// closing them does not wake this task (Tokio takes a task that woke
+    /// itself for one that yielded, and wakes another worker to take it).
     async fn next(&mut self) -> Option<ExecutorEvent> {
         if let Some(run) = self.run.as_mut() {
             let step = tokio::select! {
                 biased;
+                completed = run => Step::Completed(Box::new(completed)),
                 Some(progress) = self.progress_rx.recv() => Step::Progress(progress),
                 Some(log) = self.logs_rx.recv() => Step::Log(log),
-                completed = run => Step::Completed(Box::new(completed)),
             };
             match step {
                 Step::Progress(progress) => return Some(ExecutorEvent::Progress(progress)),

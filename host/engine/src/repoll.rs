@@ -1,0 +1,166 @@
+//! A guest call polled again at once when it woke itself without yielding.
+//!
+//! With the component model's async builtins on, wasmtime runs every guest
+//! call as a task of its own and hands its result to the calling future
+//! through a channel: the call wakes its own Tokio task as it ends, and
+//! the future returns `Pending` once before it reads the result. Tokio
+//! takes a task that woke itself while it ran for one that yielded: it
+//! queues it behind the others and wakes another worker to take it, so
+//! every call crossed to the other thread (and back for its reply). [`repoll`]
+//! polls such a future again at once instead. A `Pending` the epoch
+//! callback asked for (a guest yielding every tick so that other tasks
+//! run) is passed on as before, and so is any other after a few polls in a
+//! row, so a future that keeps waking itself still yields.
+
+use futures::task::AtomicWaker;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+
+/// Polls in a row at most before a wake-up is passed on anyway.
+const IN_A_ROW: usize = 4;
+
+/// Runs `fut`, polling it again at once when it woke itself during a poll
+/// that `yields` (the count of yields the epoch callback asked for) did not
+/// move in.
+pub(crate) async fn repoll<F: Future>(fut: F, yields: &AtomicU64) -> F::Output {
+    let relay = Arc::new(Relay::default());
+    let waker = Waker::from(relay.clone());
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| {
+        relay.outer.register(cx.waker());
+        for _ in 0..IN_A_ROW {
+            let asked = yields.load(Ordering::SeqCst);
+            relay.woken.store(false, Ordering::SeqCst);
+            relay.polling.store(true, Ordering::SeqCst);
+            let poll = fut.as_mut().poll(&mut Context::from_waker(&waker));
+            relay.polling.store(false, Ordering::SeqCst);
+            let woken = relay.woken.swap(false, Ordering::SeqCst);
+            match poll {
+                Poll::Ready(out) => return Poll::Ready(out),
+                Poll::Pending if woken && yields.load(Ordering::SeqCst) == asked => continue,
+                Poll::Pending => {
+                    if woken {
+                        cx.waker().wake_by_ref();
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
+
+/// The waker `repoll` polls with: a wake-up during a poll is noted for the
+/// poller; one at any other time (a timer, I/O, another thread) goes on to
+/// the task's own waker.
+#[derive(Default)]
+struct Relay {
+    outer: AtomicWaker,
+    polling: AtomicBool,
+    woken: AtomicBool,
+}
+
+impl Wake for Relay {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        if !self.polling.load(Ordering::SeqCst) {
+            self.outer.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A waker that counts its wake-ups.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Polls `fut` once with a counting waker: what it returned, and how
+    /// often the task was woken.
+    fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> (Poll<F::Output>, Arc<Count>) {
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        let poll = fut.poll(&mut Context::from_waker(&waker));
+        (poll, count)
+    }
+
+    /// Pending `pending` times, each time waking itself first (asking for
+    /// a yield on `yields` when `yielding`), then ready with the polls it took.
+    fn self_waking(pending: usize, yields: Option<&AtomicU64>) -> impl Future<Output = usize> + '_ {
+        let mut polls = 0;
+        std::future::poll_fn(move |cx| {
+            polls += 1;
+            if polls > pending {
+                return Poll::Ready(polls);
+            }
+            if let Some(yields) = yields {
+                yields.fetch_add(1, Ordering::SeqCst);
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        })
+    }
+
+    #[test]
+    fn a_future_that_wakes_itself_once_is_done_in_one_poll_of_its_task() {
+        let yields = AtomicU64::new(0);
+        let fut = std::pin::pin!(repoll(self_waking(1, None), &yields));
+        let (poll, woken) = poll_once(fut);
+        assert_eq!(poll, Poll::Ready(2));
+        assert_eq!(woken.0.load(Ordering::SeqCst), 0, "its task was not woken");
+    }
+
+    #[test]
+    fn a_yield_the_epoch_callback_asked_for_is_passed_on() {
+        let yields = AtomicU64::new(0);
+        let mut fut = std::pin::pin!(repoll(self_waking(1, Some(&yields)), &yields));
+        let (poll, woken) = poll_once(fut.as_mut());
+        assert_eq!(poll, Poll::Pending, "it yielded");
+        assert_eq!(
+            woken.0.load(Ordering::SeqCst),
+            1,
+            "its task is to run again"
+        );
+        assert_eq!(poll_once(fut).0, Poll::Ready(2));
+    }
+
+    #[test]
+    fn a_future_that_keeps_waking_itself_still_yields() {
+        let yields = AtomicU64::new(0);
+        let mut fut = std::pin::pin!(repoll(self_waking(usize::MAX, None), &yields));
+        let (poll, woken) = poll_once(fut.as_mut());
+        assert_eq!(poll, Poll::Pending);
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_wake_up_after_the_poll_reaches_the_task() {
+        let yields = AtomicU64::new(0);
+        let (tx, rx) = futures::channel::oneshot::channel::<u8>();
+        let mut fut = std::pin::pin!(repoll(rx, &yields));
+        let (poll, woken) = poll_once(fut.as_mut());
+        assert_eq!(poll, Poll::Pending);
+        std::thread::spawn(move || tx.send(7).unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the send woke the task");
+        assert_eq!(poll_once(fut).0, Poll::Ready(Ok(7)));
+    }
+}
