@@ -1067,19 +1067,17 @@ impl Answering {
                 Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
             };
             tasks::shape(&mut reply);
-            match serde_json::to_vec(&reply) {
-                Ok(mut line) => {
-                    line.push(b'\n');
-                    match lines.send(line).await {
-                        Ok(()) => {}
-                        // stdin closed: the output may be closed first.
-                        Err(e) if closed.is_cancelled() => {
-                            tracing::debug!("a reply after the connection ended: {e}")
-                        }
-                        Err(e) => tracing::error!("writing a reply failed: {e}"),
-                    }
+            let sent = match tasks::line_of(&reply) {
+                Ok(line) => lines.send(line).await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(()) => {}
+                // stdin closed: the output may be closed first.
+                Err(e) if closed.is_cancelled() => {
+                    tracing::debug!("a reply after the connection ended: {e}")
                 }
-                Err(e) => tracing::error!("a reply could not be written as JSON: {e}"),
+                Err(e) => tracing::error!("writing a reply failed: {e}"),
             }
             drop(held);
         });

@@ -821,6 +821,13 @@ fn read_call(line: &[u8]) -> Option<ClientJsonRpcMessage> {
     )))
 }
 
+/// `message` as a line of stdio's output: its JSON and a newline.
+pub(crate) fn line_of(message: &ServerJsonRpcMessage) -> std::io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
 impl<R> Transport<RoleServer> for Stdio<R>
 where
     R: AsyncRead + Send + Unpin,
@@ -831,13 +838,7 @@ where
         &mut self,
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let sent = match serde_json::to_vec(&item) {
-            Ok(mut line) => {
-                line.push(b'\n');
-                Ok(self.write.send(line))
-            }
-            Err(e) => Err(std::io::Error::other(e)),
-        };
+        let sent = line_of(&item).map(|line| self.write.send(line));
         async move { sent?.await }
     }
 
