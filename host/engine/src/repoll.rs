@@ -2,15 +2,17 @@
 //!
 //! With the component model's async builtins on, wasmtime runs every guest
 //! call as a task of its own and hands its result to the calling future
-//! through a channel: the call wakes its own Tokio task as it ends, and
-//! the future returns `Pending` once before it reads the result. Tokio
-//! takes a task that woke itself while it ran for one that yielded: it
-//! queues it behind the others and wakes another worker to take it, so
-//! every call crossed to the other thread (and back for its reply). [`repoll`]
-//! polls such a future again at once instead. A `Pending` the epoch
-//! callback asked for (a guest yielding every tick so that other tasks
-//! run) is passed on as before, and so is any other after a few polls in a
-//! row, so a future that keeps waking itself still yields.
+//! through a channel, waking the calling Tokio task as the call ends, from
+//! within that task's own poll. Tokio takes a task woken during its own
+//! poll for one that yielded: when the task then waits for something else
+//! (its reply's write, say), it is queued behind the others and another
+//! worker is woken to take it, so every call crossed to the other thread.
+//! [`repoll`] keeps such a wake-up from the task: one during a poll that
+//! ends the future is dropped, and one during a poll that leaves it
+//! pending polls it again at once. A `Pending` the epoch callback asked
+//! for (a guest yielding every tick so that other tasks run) is passed on
+//! as before, and so is any other after a few polls in a row, so a future
+//! that keeps waking itself still yields.
 
 use futures::task::AtomicWaker;
 use std::future::Future;
@@ -101,8 +103,9 @@ mod tests {
         (poll, count)
     }
 
-    /// Pending `pending` times, each time waking itself first (asking for
-    /// a yield on `yields` when `yielding`), then ready with the polls it took.
+    /// Pending `pending` times, each time waking itself first (and asking
+    /// for a yield on `yields`, when given), then ready with the polls it
+    /// took.
     fn self_waking(pending: usize, yields: Option<&AtomicU64>) -> impl Future<Output = usize> + '_ {
         let mut polls = 0;
         std::future::poll_fn(move |cx| {
