@@ -1053,7 +1053,9 @@ impl Answering {
         let lines = self.lines.clone();
         let replies = replies.clone();
         let closed = closed.clone();
-        tokio::spawn(async move {
+        // Boxed, so making the task and ending it move a pointer, not the
+        // whole future (copied four times otherwise).
+        tokio::spawn(Box::pin(async move {
             let result = rmcp::Service::handle_request(&server, call, context).await;
             ct.cancel();
             // A call the client cancelled gets no reply (as from rmcp).
@@ -1080,7 +1082,7 @@ impl Answering {
                 Err(e) => tracing::error!("writing a reply failed: {e}"),
             }
             drop(held);
-        });
+        }));
         None
     }
 
