@@ -17,6 +17,9 @@ use airlock_core::sanitize::{self, Sink};
 use airlock_core::tool::{
     CallContext, ContentBlock, ContextChange, Message, PermissionDecision, Role, ToolOutput,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
+use wasmtime::AsContextMut;
+use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
 
 wasmtime::component::bindgen!({
     path: "../../sdk/wit",
@@ -34,6 +37,85 @@ pub(crate) mod hook {
         world: "hook-component",
         exports: { default: async },
     });
+}
+
+/// The exported interface a tool's `call` is found in (the `tool`
+/// interface of the WIT package bindgen read, at its version).
+const TOOL_INTERFACE: &str = "airlock:tool/tool@0.1.0";
+
+/// A tool component's `call` export, found once per component.
+///
+/// bindgen's `ToolComponentPre::instantiate_async` checks the types of all
+/// five of the `tool` interface's exports in every instance it makes, about
+/// 4% of a trivial call's instructions. A call needs only `call`, and its
+/// type cannot differ between instances of one component, so it is checked
+/// in the first instance and taken as checked in the others.
+pub(crate) struct CallExport {
+    index: ComponentExportIndex,
+    checked: AtomicBool,
+}
+
+impl CallExport {
+    /// Where `call` is in the component `pre` instantiates.
+    pub(crate) fn of<T>(pre: &InstancePre<T>) -> wasmtime::Result<CallExport> {
+        let component = pre.component();
+        let interface = component
+            .get_export_index(None, TOOL_INTERFACE)
+            .ok_or_else(|| {
+                wasmtime::format_err!("no exported instance named `{TOOL_INTERFACE}`")
+            })?;
+        let index = component
+            .get_export_index(Some(&interface), "call")
+            .ok_or_else(|| {
+                wasmtime::format_err!(
+                    "instance export `{TOOL_INTERFACE}` does not have export `call`"
+                )
+            })?;
+        Ok(CallExport {
+            index,
+            checked: AtomicBool::new(false),
+        })
+    }
+
+    /// Calls `call` in `instance`, an instance of the component this was
+    /// found in.
+    pub(crate) async fn call<T: Send>(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+        instance: &Instance,
+        input: &str,
+        cx: &wit::CallContext,
+    ) -> wasmtime::Result<Result<wit::ToolOutput, wit::ToolError>> {
+        let func = instance
+            .get_func(&mut store, self.index)
+            .ok_or_else(|| wasmtime::format_err!("the instance has no `call` export"))?;
+        let typed = if self.checked.load(Ordering::Acquire) {
+            // SAFETY: `get_func` found `index` in this instance, so the
+            // instance is of the component `index` was taken from (it
+            // checks the component's identity), and `func.typed` below
+            // checked this export's type against these Rust types in an
+            // earlier instance of that same component: a component's
+            // export types are the same in all its instances.
+            unsafe {
+                TypedFunc::<(&str, &wit::CallContext), (Result<wit::ToolOutput, wit::ToolError>,)>::new_unchecked(func)
+            }
+        } else {
+            let typed = func.typed(&store)?;
+            self.checked.store(true, Ordering::Release);
+            typed
+        };
+        let (output,) = typed.call_async(&mut store, (input, cx)).await?;
+        Ok(output)
+    }
+}
+
+impl Clone for CallExport {
+    fn clone(&self) -> CallExport {
+        CallExport {
+            index: self.index,
+            checked: AtomicBool::new(self.checked.load(Ordering::Acquire)),
+        }
+    }
 }
 
 /// Caps, in characters, on the text fields of a descriptor.
@@ -352,4 +434,62 @@ pub(crate) fn permission_from_wit(
 /// Cleans a validation message from a guest.
 pub(crate) fn validation_message(message: &str) -> String {
     prose(message, ERROR_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::component::{Component, Linker};
+    use wasmtime::{Engine, Store};
+
+    /// A component whose `tool` interface exports a `call` that takes
+    /// nothing: not the world's `call`.
+    const WRONG_CALL: &str = r#"
+        (component
+          (core module $m (func (export "call")))
+          (core instance $i (instantiate $m))
+          (func $call (canon lift (core func $i "call")))
+          (instance $tool (export "call" (func $call)))
+          (export "airlock:tool/tool@0.1.0" (instance $tool)))
+    "#;
+
+    #[tokio::test]
+    async fn a_call_export_of_another_type_is_refused_at_every_call() {
+        let engine = Engine::default();
+        let bytes = wat::parse_str(WRONG_CALL).unwrap();
+        let component = Component::new(&engine, bytes).unwrap();
+        let pre = Linker::<()>::new(&engine)
+            .instantiate_pre(&component)
+            .unwrap();
+        let export = CallExport::of(&pre).unwrap();
+        let cx = wit::CallContext {
+            cwd: "/".into(),
+            tool_use_id: "toolu_1".into(),
+            agent_id: None,
+            mounts: Vec::new(),
+            state: Vec::new(),
+        };
+        for _ in 0..2 {
+            let mut store = Store::new(&engine, ());
+            let instance = pre.instantiate_async(&mut store).await.unwrap();
+            let error = export
+                .call(&mut store, &instance, "{}", &cx)
+                .await
+                .unwrap_err();
+            assert!(format!("{error:#}").contains("type mismatch"), "{error:#}");
+            assert!(!export.checked.load(Ordering::Acquire));
+        }
+    }
+
+    #[test]
+    fn a_component_without_the_tool_interface_has_no_call_export() {
+        let engine = Engine::default();
+        let bytes = wat::parse_str("(component)").unwrap();
+        let component = Component::new(&engine, bytes).unwrap();
+        let pre = Linker::<()>::new(&engine)
+            .instantiate_pre(&component)
+            .unwrap();
+        let error = CallExport::of(&pre).err().unwrap();
+        assert!(error.to_string().contains(TOOL_INTERFACE), "{error}");
+    }
 }

@@ -1,7 +1,8 @@
 //! [`WasmTool`]: a component behind the [`Tool`] trait.
 //!
 //! Loading compiles the component, checks its imports against the linker's
-//! allowlist, pre-instantiates it (bindgen's `ToolComponentPre`) and asks it
+//! allowlist, pre-instantiates it (bindgen's `ToolComponentPre`, and where
+//! its `call` export is: `bindings::CallExport`) and asks it
 //! to describe itself in a store with nothing granted; what it learns goes
 //! into the artifact cache. A tool the cache already knows is listed from
 //! the cache's record and loaded on its first use. A tool the bundled
@@ -18,7 +19,7 @@
 //! wall-clock timeout and, for cancel-behaviour tools, the cancellation
 //! token; a failure is classified from what the store saw.
 
-use super::bindings::{self, ToolComponent, ToolComponentPre};
+use super::bindings::{self, CallExport, ToolComponent, ToolComponentPre};
 use super::linker::{self, Needs};
 use super::loader::{LoadedTool, Settled};
 use super::run::{GuestCall, StoreSpec, arm, guard, instantiate, settle, write_limit};
@@ -65,10 +66,19 @@ pub struct WasmTool {
     pre: OnceCell<Ready>,
 }
 
+/// A component pre-instantiated as the `airlock:tool` world.
+#[derive(Clone)]
+struct Prepared {
+    pre: ToolComponentPre<HostState>,
+    /// Where its `call` export is (a call instantiates the component
+    /// without bindgen's check of every export: see [`CallExport`]).
+    call: CallExport,
+}
+
 /// What loading a component that was not loaded when it was listed gave.
 enum Ready {
     /// Pre-instantiated, as listed.
-    Pre(ToolComponentPre<HostState>),
+    Pre(Prepared),
     /// Pre-instantiated, but it describes itself otherwise than the
     /// snapshot it was listed from: the tool as it describes itself.
     Differs(Box<WasmTool>),
@@ -194,7 +204,7 @@ impl WasmTool {
     ) -> Result<WasmTool, LoadError> {
         let loaded = engine.load_component(bytes.clone(), key).await?;
         let pre = pre_instantiate(engine, &loaded.component)?;
-        let descriptor = describe(engine, &pre).await?;
+        let descriptor = describe(engine, &pre.pre).await?;
         engine.cache_component(&loaded, Some(&descriptor)).await;
         Ok(WasmTool {
             name: Arc::from(descriptor.name.as_str()),
@@ -263,7 +273,7 @@ impl WasmTool {
     }
 
     /// The pre-instantiated component, loaded now if this is its first use.
-    async fn pre(&self) -> Result<&ToolComponentPre<HostState>, CallError> {
+    async fn pre(&self) -> Result<&Prepared, CallError> {
         match self.ready().await {
             Ready::Pre(pre) => Ok(pre),
             Ready::Differs(_) => Err(CallError::internal(
@@ -301,7 +311,7 @@ impl WasmTool {
                 .await;
             return Ready::Pre(pre);
         }
-        let descriptor = match describe(engine, &pre).await {
+        let descriptor = match describe(engine, &pre.pre).await {
             Ok(descriptor) => descriptor,
             Err(error) => return self.failed(error).await,
         };
@@ -385,7 +395,7 @@ impl WasmTool {
                 grants: &nothing,
                 cwd: None,
             };
-            let pre = self.pre().await?;
+            let pre = &self.pre().await?.pre;
             let (store, instance) = instantiate(&self.engine, spec, pre, |pre, s| {
                 Box::pin(pre.instantiate_async(s))
             })
@@ -510,19 +520,18 @@ impl Tool for WasmTool {
             grants: &inv.grants,
             cwd: Some(&inv.context.cwd),
         };
-        let pre = self.pre().await?;
-        let (mut store, instance) = instantiate(&self.engine, spec, pre, |pre, s| {
-            Box::pin(pre.instantiate_async(s))
-        })
-        .await?;
+        let prepared = self.pre().await?;
+        let (mut store, instance) =
+            instantiate(&self.engine, spec, prepared.pre.instance_pre(), |pre, s| {
+                Box::pin(pre.instantiate_async(s))
+            })
+            .await?;
         let timeout = inv.grants.timeout;
         let armed = arm(&mut store, timeout, cancel.clone());
         let outcome = guard(
             &armed,
             cancel.as_ref(),
-            instance
-                .airlock_tool_tool()
-                .call_call(&mut store, &text, &cx),
+            prepared.call.call(&mut store, &instance, &text, &cx),
         )
         .await;
         match settle(&store, outcome, timeout)? {
@@ -669,17 +678,17 @@ async fn digest(bytes: &Bytes) -> String {
 
 /// Pre-instantiates a component against the shared linker, as the
 /// `airlock:tool` world.
-fn pre_instantiate(
-    engine: &Engine,
-    component: &Component,
-) -> Result<ToolComponentPre<HostState>, LoadError> {
+fn pre_instantiate(engine: &Engine, component: &Component) -> Result<Prepared, LoadError> {
     let instance_pre = engine
         .linker()
         .instantiate_pre(component)
         .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-    ToolComponentPre::new(instance_pre).map_err(|e| {
+    let not_a_tool = |e: wasmtime::Error| {
         LoadError::Compile(format!("it does not export the airlock:tool world: {e:#}"))
-    })
+    };
+    let call = CallExport::of(&instance_pre).map_err(not_a_tool)?;
+    let pre = ToolComponentPre::new(instance_pre).map_err(not_a_tool)?;
+    Ok(Prepared { pre, call })
 }
 
 /// Asks a component to describe itself, in a store with nothing granted,
