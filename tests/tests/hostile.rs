@@ -9,6 +9,7 @@ use airlock_host::config::{MountConfig, ToolConfig};
 use airlock_host::{Airlock, Config, ErrorClass, LoadError, ToolResult, ToolUse, WorkspaceAccess};
 use airlock_tests::*;
 use serde_json::{Value, json};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -495,6 +496,14 @@ async fn fs21_stat_never_answers_for_the_host() {
     assert!(ok_text(&probe(&airlock, "stat", &inside, "", 0).await).starts_with("ok: "));
 }
 
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fs_fifos_are_not_opened() {
     // Filesystem calls run on the calling thread, so opening a FIFO (which
@@ -503,12 +512,7 @@ async fn fs_fifos_are_not_opened() {
     // sockets take the same path in `BudgetedFs::open_at`; making a device
     // node needs privileges a test should not assume.)
     let (ws, _ro, _outside, config) = fs_setup();
-    let fifo = ws.path().join("pipe");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    mkfifo(&ws.path().join("pipe"));
     std::os::unix::fs::symlink("pipe", ws.path().join("to-pipe")).unwrap();
     let airlock = hostile(config).await;
     let started = Instant::now();
@@ -524,6 +528,68 @@ async fn fs_fifos_are_not_opened() {
         }
     }
     assert!(started.elapsed() < Duration::from_secs(5));
+    let inside = path_in(ws.path(), "inside.txt");
+    assert_eq!(
+        ok_text(&probe(&airlock, "read", &inside, "", 0).await),
+        "ok: inside"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_a_file_swapped_for_a_fifo_as_it_is_opened_never_blocks() {
+    // Another process that can write to a granted directory swaps a
+    // regular file and a FIFO under one name while the guest opens it over
+    // and over. Checking the type and then opening left a window in which
+    // the FIFO was opened, blocking a runtime worker until a writer came.
+    let (ws, _ro, outside, config) = fs_setup();
+    let swap = ws.path().join("swap");
+    std::fs::write(&swap, "file").unwrap();
+    let fifo = outside.path().join("fifo");
+    mkfifo(&fifo);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, swap, fifo) = (stop.clone(), swap.clone(), fifo.clone());
+        let next = ws.path().join(".next");
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if swaps.is_multiple_of(2) {
+                    std::fs::hard_link(&fifo, &next).unwrap();
+                } else {
+                    std::fs::write(&next, "file").unwrap();
+                }
+                std::fs::rename(&next, &swap).unwrap();
+                swaps += 1;
+            }
+            std::fs::write(&next, "file").unwrap();
+            std::fs::rename(&next, &swap).unwrap();
+            swaps
+        })
+    };
+    let airlock = std::sync::Arc::new(hostile(config).await);
+    let opening = {
+        let (airlock, path) = (airlock.clone(), path_in(ws.path(), "swap"));
+        tokio::spawn(async move { probe(&airlock, "open_each", &path, "", 3000).await })
+    };
+    let started = Instant::now();
+    while !opening.is_finished() && started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    let blocked = !opening.is_finished();
+    // Whatever was left waiting on the FIFO is let go, so the test ends.
+    while !opening.is_finished() {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!blocked, "an open blocked on the FIFO ({swaps} swaps)");
+    let r = opening.await.unwrap();
+    let text = ok_text(&r);
+    assert!(text.ends_with("refused"), "{text} ({swaps} swaps)");
     let inside = path_in(ws.path(), "inside.txt");
     assert_eq!(
         ok_text(&probe(&airlock, "read", &inside, "", 0).await),

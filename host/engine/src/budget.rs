@@ -16,9 +16,9 @@
 //! nothing is written; the engine reports a call that then fails as
 //! `write_limit`. Reads, stats, renames and removals cost nothing.
 //!
-//! It also refuses to open anything but regular files, directories and
-//! symlinks (FIFOs, sockets, devices: `not-permitted`), since filesystem
-//! calls block the calling thread.
+//! It also refuses to open anything but regular files and directories
+//! (FIFOs, sockets, devices: `not-permitted`), since filesystem calls block
+//! the calling thread; `open.rs` opens without a window for a FIFO.
 
 use bytes::Bytes;
 use std::sync::Arc;
@@ -279,8 +279,18 @@ impl HostDescriptor for BudgetedFs<'_> {
         }
         // Filesystem calls run on the calling thread (see `preopens::open`),
         // where opening a FIFO would block until a writer came: only
-        // regular files, directories and (refused by the open itself
-        // without `symlink-follow`) links may be opened.
+        // regular files and directories are opened, in one step that
+        // cannot block (`open.rs`).
+        let dir = match self.inner.table.get(&fd)? {
+            Descriptor::Dir(dir) => dir,
+            Descriptor::File(_) => return Err(ErrorCode::NotDirectory.into()),
+        };
+        let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
+        if let Some(opened) = crate::open::open_at(dir, follow, &path, oflags, flags) {
+            return Ok(self.inner.table.push(opened?)?);
+        }
+        // Where that open cannot be used, the type is checked first: links
+        // pass (refused by the open itself without `symlink-follow`).
         let dir = Resource::new_borrow(fd.rep());
         match HostDescriptor::stat_at(&mut self.inner, dir, path_flags, path.clone()).await {
             Ok(stat) if !openable(stat.type_) => return Err(ErrorCode::NotPermitted.into()),

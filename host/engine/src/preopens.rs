@@ -10,6 +10,10 @@ use std::sync::{Mutex, Weak};
 use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+/// Whether filesystem calls run on the calling thread: set on every
+/// preopen, and on what `open.rs` opens under one.
+pub(crate) const BLOCKING_CURRENT_THREAD: bool = true;
+
 /// How many distinct sets of mounts are kept (a few per configuration:
 /// each tool's workspace access and read-only mounts).
 const KEPT: usize = 64;
@@ -88,7 +92,7 @@ fn open(mounts: &[CallMount]) -> std::io::Result<WasiFilesystemCtx> {
     // Filesystem calls run on the calling thread rather than one hop away
     // on tokio's blocking pool, whose hand-offs made a directory walk nine
     // times slower (`BudgetedFs` refuses to open what could block).
-    wasi.allow_blocking_current_thread(true);
+    wasi.allow_blocking_current_thread(BLOCKING_CURRENT_THREAD);
     for m in mounts {
         let perms = if m.writable {
             FsPerms::ReadWrite

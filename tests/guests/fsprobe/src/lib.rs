@@ -122,6 +122,16 @@ impl Tool for FsProbe {
                 }
                 ok(format!("{} handles", held.len()))
             }
+            "open_each" => {
+                let (mut opened, mut refused) = (0, 0);
+                for _ in 0..p.n {
+                    match std::fs::File::open(path) {
+                        Ok(_) => opened += 1,
+                        Err(_) => refused += 1,
+                    }
+                }
+                ok(format!("{opened} opened, {refused} refused"))
+            }
             "mkdir" => ok(std::fs::create_dir(path)
                 .map(|()| "made".into())
                 .map_err(err)?),
