@@ -86,9 +86,9 @@ pub(crate) fn open_at(
         let kind = FileType::from_raw_mode(stat.st_mode);
         if matches!(kind, FileType::RegularFile | FileType::Directory) {
             // Regular files and directories ignore `O_NONBLOCK`; it is
-            // cleared so the descriptor is as wasmtime-wasi opens it.
-            let status = rustix::fs::fcntl_getfl(&fd)?;
-            rustix::fs::fcntl_setfl(&fd, status - OFlags::NONBLOCK)?;
+            // cleared so the descriptor is as wasmtime-wasi opens it. Of
+            // the flags `F_SETFL` sets, it is the only one opened with.
+            rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
         }
         Ok(kind)
     });
