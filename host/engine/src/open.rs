@@ -9,7 +9,7 @@
 //! `O_NONBLOCK` (a FIFO then opens at once, or fails with `ENXIO`), and the
 //! open descriptor itself is what is checked: anything but a regular file
 //! or a directory is closed again and refused (`not-permitted`). The path
-//! is walked once instead of three times.
+//! is walked once, where the check walked it a second time.
 //!
 //! The open mirrors wasmtime-wasi 48's `Dir::open_at` (the same access
 //! modes, creation flags, permission checks and `RESOLVE_BENEATH |
