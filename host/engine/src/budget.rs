@@ -18,7 +18,9 @@
 //!
 //! It also refuses to open anything but regular files and directories
 //! (FIFOs, sockets, devices: `not-permitted`), since filesystem calls block
-//! the calling thread; `open.rs` opens without a window for a FIFO.
+//! the calling thread; `open.rs` opens without a window for a FIFO. And it
+//! answers a `stat-at` of the directory itself, or of a name in it that is
+//! not a link, without looking the path up (wasi-libc's `stat` asks twice).
 
 use bytes::Bytes;
 use std::sync::Arc;
@@ -105,6 +107,10 @@ pub(crate) struct BudgetedFs<'a> {
 }
 
 impl BudgetedFs<'_> {
+    fn is_dir(&self, fd: &Resource<Descriptor>) -> bool {
+        matches!(self.inner.table.get(fd), Ok(Descriptor::Dir(_)))
+    }
+
     async fn size_of(&mut self, fd: &Resource<Descriptor>) -> FsResult<u64> {
         let fd = Resource::new_borrow(fd.rep());
         Ok(HostDescriptor::stat(&mut self.inner, fd).await?.size)
@@ -236,6 +242,28 @@ impl HostDescriptor for BudgetedFs<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::DescriptorStat> {
+        // wasi-libc's `stat` asks `metadata-hash-at` and then `stat-at`, each
+        // a lookup of the path (`openat2`, `statx`, `close`). The directory
+        // itself needs no lookup, and a name in it not a link is the same
+        // followed or not (a name alone, looked up without following, is a
+        // single `statx`).
+        if self.is_dir(&fd) {
+            if path == "." {
+                return self.inner.stat(fd).await;
+            }
+            if path_flags.contains(types::PathFlags::SYMLINK_FOLLOW) && is_one_name(&path) {
+                let dir = Resource::new_borrow(fd.rep());
+                let unfollowed = self
+                    .inner
+                    .stat_at(dir, types::PathFlags::empty(), path.clone())
+                    .await;
+                if let Ok(stat) = unfollowed
+                    && stat.type_ != types::DescriptorType::SymbolicLink
+                {
+                    return Ok(stat);
+                }
+            }
+        }
         self.inner.stat_at(fd, path_flags, path).await
     }
 
@@ -394,6 +422,10 @@ impl HostDescriptor for BudgetedFs<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::MetadataHashValue> {
+        // As for `stat-at`: the directory itself needs no lookup.
+        if path == "." && self.is_dir(&fd) {
+            return self.inner.metadata_hash(fd).await;
+        }
         self.inner.metadata_hash_at(fd, path_flags, path).await
     }
 }
@@ -455,6 +487,12 @@ impl Pollable for BudgetedStream {
     }
 }
 
+/// Whether `path` is one name in its directory: no separator, not `.` or
+/// `..`, so a lookup of it cannot leave the directory.
+fn is_one_name(path: &str) -> bool {
+    !path.is_empty() && path != "." && path != ".." && !path.contains('/')
+}
+
 /// Whether `open-at` may open an object of this type without blocking.
 fn openable(kind: types::DescriptorType) -> bool {
     matches!(
@@ -468,6 +506,86 @@ fn openable(kind: types::DescriptorType) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasmtime::component::ResourceTable;
+    use wasmtime_wasi::filesystem::{Dir, File};
+    use wasmtime_wasi::{FsPerms, OpenMode, WasiCtxBuilder};
+
+    /// What a `stat-at` gave, to compare.
+    fn shown(stat: FsResult<types::DescriptorStat>) -> String {
+        match stat {
+            Ok(stat) => format!("{stat:?}"),
+            Err(e) => format!("{:?}", e.downcast().ok()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stat_without_a_lookup_answers_as_wasmtime_wasi_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("a.txt"), "hello").unwrap();
+        std::fs::write(tmp.path().join("secret.txt"), "secret").unwrap();
+        for (link, target) in [
+            ("link", "a.txt"),
+            ("dir-link", "sub"),
+            ("dangling", "missing"),
+            ("out", "../secret.txt"),
+            ("abs", "/etc/passwd"),
+        ] {
+            std::os::unix::fs::symlink(target, root.join(link)).unwrap();
+        }
+        let mut table = ResourceTable::new();
+        let open = |path: &std::path::Path| std::fs::File::open(path).unwrap();
+        let dir = table
+            .push(Descriptor::Dir(Dir::new(
+                open(&root),
+                FsPerms::ReadWrite,
+                OpenMode::READ | OpenMode::WRITE,
+                true,
+            )))
+            .unwrap();
+        let file = table
+            .push(Descriptor::File(File::new(
+                open(&root.join("a.txt")),
+                FsPerms::ReadWrite,
+                OpenMode::READ,
+                true,
+            )))
+            .unwrap();
+        let mut ctx = WasiCtxBuilder::new().build().filesystem().clone();
+        let budget = WriteBudget::new(0);
+        let mut fs = BudgetedFs {
+            inner: WasiFilesystemCtxView {
+                ctx: &mut ctx,
+                table: &mut table,
+            },
+            budget: &budget,
+        };
+        let follow = types::PathFlags::SYMLINK_FOLLOW;
+        for fd in [&dir, &file] {
+            for path in [
+                ".", "a.txt", "sub", "link", "dir-link", "dangling", "out", "abs", "missing", "..",
+                "sub/..", "",
+            ] {
+                for flags in [follow, types::PathFlags::empty()] {
+                    let borrow = || Resource::<Descriptor>::new_borrow(fd.rep());
+                    let ours = fs.stat_at(borrow(), flags, path.into()).await;
+                    let theirs = fs.inner.stat_at(borrow(), flags, path.into()).await;
+                    assert_eq!(shown(ours), shown(theirs), "stat-at {path:?} {flags:?}");
+                    let ours = fs.metadata_hash_at(borrow(), flags, path.into()).await;
+                    let theirs = fs
+                        .inner
+                        .metadata_hash_at(borrow(), flags, path.into())
+                        .await;
+                    assert_eq!(
+                        format!("{:?}", ours.map_err(|e| e.downcast().ok())),
+                        format!("{:?}", theirs.map_err(|e| e.downcast().ok())),
+                        "metadata-hash-at {path:?} {flags:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn charges_until_the_budget_is_spent() {
