@@ -518,22 +518,11 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_stat_without_a_lookup_answers_as_wasmtime_wasi_does() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("root");
-        std::fs::create_dir_all(root.join("sub")).unwrap();
-        std::fs::write(root.join("a.txt"), "hello").unwrap();
-        std::fs::write(tmp.path().join("secret.txt"), "secret").unwrap();
-        for (link, target) in [
-            ("link", "a.txt"),
-            ("dir-link", "sub"),
-            ("dangling", "missing"),
-            ("out", "../secret.txt"),
-            ("abs", "/etc/passwd"),
-        ] {
-            std::os::unix::fs::symlink(target, root.join(link)).unwrap();
-        }
+        let root = crate::open::tests::tree(tmp.path());
         let mut table = ResourceTable::new();
         let open = |path: &std::path::Path| std::fs::File::open(path).unwrap();
         let dir = table

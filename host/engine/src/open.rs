@@ -18,10 +18,14 @@
 //! used (a kernel before 5.6, a seccomp filter, renames racing the lookup),
 //! [`open_at`] answers `None` and the caller checks, then opens, as before.
 
-use wasmtime_wasi::OpenMode;
-use wasmtime_wasi::filesystem::{Descriptor, Dir, File};
+use wasmtime_wasi::filesystem::{Descriptor, Dir};
 use wasmtime_wasi::p2::FsError;
-use wasmtime_wasi::p2::bindings::filesystem::types::{DescriptorFlags, ErrorCode, OpenFlags};
+use wasmtime_wasi::p2::bindings::filesystem::types::{DescriptorFlags, OpenFlags};
+#[cfg(target_os = "linux")]
+use {
+    wasmtime_wasi::OpenMode, wasmtime_wasi::filesystem::File,
+    wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode,
+};
 
 /// What `open-at` gives: the descriptor or the error to return, or `None`
 /// when the open must be done the other way.
@@ -101,7 +105,7 @@ pub(crate) fn open_at(
         FileType::Directory => Ok(Descriptor::Dir(Dir::new(
             file,
             dir.perms,
-            how.mode,
+            how.mode(),
             crate::preopens::BLOCKING_CURRENT_THREAD,
         ))),
         FileType::RegularFile if oflags.contains(OpenFlags::DIRECTORY) => {
@@ -110,7 +114,7 @@ pub(crate) fn open_at(
         FileType::RegularFile => Ok(Descriptor::File(File::new(
             file,
             dir.perms,
-            how.mode,
+            how.mode(),
             crate::preopens::BLOCKING_CURRENT_THREAD,
         ))),
         _ => Err(ErrorCode::NotPermitted.into()),
@@ -130,52 +134,31 @@ pub(crate) fn open_at(
 }
 
 /// How an `open-at` opens, as wasmtime-wasi 48's `Dir::open_at` decides.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[cfg(target_os = "linux")]
 struct Open {
     read: bool,
     write: bool,
     create: bool,
     exclusive: bool,
     truncate: bool,
-    /// What the descriptor reports as its access.
-    mode: OpenMode,
 }
 
+#[cfg(target_os = "linux")]
 impl Open {
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn of(dir: &Dir, oflags: OpenFlags, flags: DescriptorFlags) -> Result<Open, ErrorCode> {
-        let mut how = Open {
-            read: false,
-            write: false,
-            create: false,
-            exclusive: false,
-            truncate: false,
-            mode: OpenMode::empty(),
+        let create = oflags.contains(OpenFlags::CREATE);
+        let truncate = oflags.contains(OpenFlags::TRUNCATE);
+        let write = create || truncate || flags.contains(DescriptorFlags::WRITE);
+        let how = Open {
+            // Opened for reading unless only for writing, as wasmtime-wasi
+            // does: the descriptor's permissions then refuse what it may
+            // not do.
+            read: flags.contains(DescriptorFlags::READ) || !flags.contains(DescriptorFlags::WRITE),
+            write,
+            create,
+            exclusive: create && oflags.contains(OpenFlags::EXCLUSIVE),
+            truncate,
         };
-        if oflags.contains(OpenFlags::CREATE) {
-            how.create = true;
-            how.exclusive = oflags.contains(OpenFlags::EXCLUSIVE);
-            how.write = true;
-            how.mode |= OpenMode::WRITE;
-        }
-        if oflags.contains(OpenFlags::TRUNCATE) {
-            how.truncate = true;
-            how.write = true;
-            how.mode |= OpenMode::WRITE;
-        }
-        if flags.contains(DescriptorFlags::READ) {
-            how.read = true;
-            how.mode |= OpenMode::READ;
-        }
-        if flags.contains(DescriptorFlags::WRITE) {
-            how.write = true;
-            how.mode |= OpenMode::WRITE;
-        } else {
-            // Opened for reading at least, as wasmtime-wasi does: the
-            // descriptor's permissions then refuse what it may not do.
-            how.read = true;
-            how.mode |= OpenMode::READ;
-        }
         if flags.intersects(
             DescriptorFlags::FILE_INTEGRITY_SYNC
                 | DescriptorFlags::DATA_INTEGRITY_SYNC
@@ -188,15 +171,27 @@ impl Open {
         {
             return Err(ErrorCode::Invalid);
         }
-        if dir.perms.write_not_permitted() && (how.create || how.mode.contains(OpenMode::WRITE)) {
+        if dir.perms.write_not_permitted() && how.write {
             return Err(ErrorCode::NotPermitted);
         }
         Ok(how)
     }
+
+    /// What the descriptor reports as its access.
+    fn mode(&self) -> OpenMode {
+        let mut mode = OpenMode::empty();
+        if self.read {
+            mode |= OpenMode::READ;
+        }
+        if self.write {
+            mode |= OpenMode::WRITE;
+        }
+        mode
+    }
 }
 
 #[cfg(all(test, target_os = "linux"))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::path::Path;
     use std::sync::mpsc;
@@ -374,5 +369,166 @@ mod tests {
         ));
         let c = code(open_at(&d, false, "in", OpenFlags::empty(), read()));
         assert!(matches!(c, ErrorCode::Loop), "{c:?}");
+    }
+
+    /// A tree to open in: a file, a directory, links to each, a dangling
+    /// link, and links out of `root` (to a file beside it and to `/etc`).
+    pub(crate) fn tree(at: &Path) -> std::path::PathBuf {
+        let root = at.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("a.txt"), "hello").unwrap();
+        std::fs::write(at.join("secret.txt"), "secret").unwrap();
+        for (link, target) in [
+            ("link", "a.txt"),
+            ("dir-link", "sub"),
+            ("dangling", "missing"),
+            ("out", "../secret.txt"),
+            ("abs", "/etc/passwd"),
+        ] {
+            std::os::unix::fs::symlink(target, root.join(link)).unwrap();
+        }
+        root
+    }
+
+    /// Everything under `at`, links not followed: each name's type, mode
+    /// and content or target.
+    fn contents(at: &Path) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = Vec::new();
+        let mut names: Vec<_> = std::fs::read_dir(at)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for path in names {
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let what = if meta.is_symlink() {
+                format!("-> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                format!("{:?}", contents(&path))
+            } else {
+                format!("{:?}", std::fs::read_to_string(&path).unwrap())
+            };
+            seen.push(format!("{name} {:o} {what}", meta.mode()));
+        }
+        seen
+    }
+
+    /// What an open gave: the error, or the descriptor's kind, access,
+    /// permissions and the file status flags it was opened with.
+    fn opened(result: Result<Descriptor, ErrorCode>) -> String {
+        let (kind, fd, mode, perms) = match &result {
+            Ok(Descriptor::File(f)) => ("file", &f.file, f.open_mode, f.perms),
+            Ok(Descriptor::Dir(d)) => ("dir", &d.dir, d.open_mode, d.perms),
+            Err(code) => return format!("{code:?}"),
+        };
+        let status = rustix::fs::fcntl_getfl(&**fd).unwrap();
+        format!("{kind} {mode:?} {perms:?} {status:?}")
+    }
+
+    /// The same open through wasmtime-wasi's own `open-at`.
+    async fn wasmtime_wasi_open(
+        dir: Dir,
+        follow: bool,
+        path: &str,
+        oflags: OpenFlags,
+        flags: DescriptorFlags,
+    ) -> Result<Descriptor, ErrorCode> {
+        use wasmtime::component::ResourceTable;
+        use wasmtime_wasi::WasiCtxBuilder;
+        use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+        use wasmtime_wasi::p2::bindings::filesystem::types::{HostDescriptor, PathFlags};
+
+        let mut ctx = WasiCtxBuilder::new().build().filesystem().clone();
+        let mut table = ResourceTable::new();
+        let fd = table.push(Descriptor::Dir(dir)).unwrap();
+        let path_flags = if follow {
+            PathFlags::SYMLINK_FOLLOW
+        } else {
+            PathFlags::empty()
+        };
+        let mut fs = WasiFilesystemCtxView {
+            ctx: &mut ctx,
+            table: &mut table,
+        };
+        match fs.open_at(fd, path_flags, path.into(), oflags, flags).await {
+            Ok(opened) => Ok(table.delete(opened).unwrap()),
+            Err(e) => Err(e.downcast().expect("an error code")),
+        }
+    }
+
+    /// Every combination of path, link following, open flags, descriptor
+    /// flags and directory permissions gives what wasmtime-wasi's own
+    /// `open-at` gives, and leaves the files as it leaves them.
+    #[tokio::test]
+    async fn every_open_answers_as_wasmtime_wasi_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Two copies of the tree, made again after an open that changed it.
+        let (ours_at, theirs_at) = (tmp.path().join("ours"), tmp.path().join("theirs"));
+        let root = tree(&ours_at);
+        tree(&theirs_at);
+        let pristine = contents(&ours_at);
+        for perms in [FsPerms::ReadWrite, FsPerms::ReadOnly] {
+            for path in [
+                "a.txt",
+                "sub",
+                "sub/",
+                "link",
+                "dir-link",
+                "dangling",
+                "missing",
+                "sub/../a.txt",
+                ".",
+                "..",
+                "",
+                "out",
+                "abs",
+                "/etc/passwd",
+                "/proc/self/root",
+            ] {
+                for follow in [true, false] {
+                    for oflags in [
+                        OpenFlags::empty(),
+                        OpenFlags::CREATE,
+                        OpenFlags::CREATE | OpenFlags::EXCLUSIVE,
+                        OpenFlags::TRUNCATE,
+                        OpenFlags::CREATE | OpenFlags::TRUNCATE,
+                        OpenFlags::DIRECTORY,
+                        OpenFlags::DIRECTORY | OpenFlags::TRUNCATE,
+                    ] {
+                        for flags in [
+                            DescriptorFlags::empty(),
+                            read(),
+                            DescriptorFlags::WRITE,
+                            read() | DescriptorFlags::WRITE,
+                            read() | DescriptorFlags::MUTATE_DIRECTORY,
+                            read() | DescriptorFlags::DATA_INTEGRITY_SYNC,
+                        ] {
+                            let what = format!("{path:?} {follow} {oflags:?} {flags:?} {perms:?}");
+                            let ours = open_at(&dir(&root, perms), follow, path, oflags, flags)
+                                .expect("openat2 is used here")
+                                .map_err(|e| e.downcast().expect("an error code"));
+                            let theirs = wasmtime_wasi_open(
+                                dir(&theirs_at.join("root"), perms),
+                                follow,
+                                path,
+                                oflags,
+                                flags,
+                            )
+                            .await;
+                            assert_eq!(opened(ours), opened(theirs), "{what}");
+                            assert_eq!(contents(&ours_at), contents(&theirs_at), "{what}");
+                            if contents(&ours_at) != pristine {
+                                for at in [&ours_at, &theirs_at] {
+                                    std::fs::remove_dir_all(at).unwrap();
+                                    tree(at);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
