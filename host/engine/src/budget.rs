@@ -247,21 +247,22 @@ impl HostDescriptor for BudgetedFs<'_> {
         // itself needs no lookup, and a name in it not a link is the same
         // followed or not (a name alone, looked up without following, is a
         // single `statx`).
-        if self.is_dir(&fd) {
-            if path == "." {
-                return self.inner.stat(fd).await;
-            }
-            if path_flags.contains(types::PathFlags::SYMLINK_FOLLOW) && is_one_name(&path) {
-                let dir = Resource::new_borrow(fd.rep());
-                let unfollowed = self
-                    .inner
-                    .stat_at(dir, types::PathFlags::empty(), path.clone())
-                    .await;
-                if let Ok(stat) = unfollowed
-                    && stat.type_ != types::DescriptorType::SymbolicLink
-                {
-                    return Ok(stat);
-                }
+        if path == "." && self.is_dir(&fd) {
+            return self.inner.stat(fd).await;
+        }
+        if path_flags.contains(types::PathFlags::SYMLINK_FOLLOW)
+            && is_one_name(&path)
+            && self.is_dir(&fd)
+        {
+            let dir = Resource::new_borrow(fd.rep());
+            let unfollowed = self
+                .inner
+                .stat_at(dir, types::PathFlags::empty(), path.clone())
+                .await;
+            if let Ok(stat) = unfollowed
+                && stat.type_ != types::DescriptorType::SymbolicLink
+            {
+                return Ok(stat);
             }
         }
         self.inner.stat_at(fd, path_flags, path).await
