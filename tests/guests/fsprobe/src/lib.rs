@@ -127,7 +127,8 @@ impl Tool for FsProbe {
                 for _ in 0..p.n {
                     match std::fs::File::open(path) {
                         Ok(_) => opened += 1,
-                        Err(_) => refused += 1,
+                        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => refused += 1,
+                        Err(e) => return Err(err(e)),
                     }
                 }
                 ok(format!("{opened} opened, {refused} refused"))
