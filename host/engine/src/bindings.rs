@@ -19,7 +19,9 @@ use airlock_core::tool::{
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::AsContextMut;
-use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
+use wasmtime::component::{
+    ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower, TypedFunc,
+};
 
 wasmtime::component::bindgen!({
     path: "../../sdk/wit",
@@ -39,45 +41,58 @@ pub(crate) mod hook {
     });
 }
 
-/// The exported interface a tool's `call` is found in (the `tool`
+/// The exported interface a tool's exports are found in (the `tool`
 /// interface of the WIT package bindgen read, at its version).
 const TOOL_INTERFACE: &str = "airlock:tool/tool@0.1.0";
 
-/// A tool component's `call` export, found once per component.
+/// The `tool` interface's exports a tool use calls, found once per
+/// component.
 ///
 /// bindgen's `ToolComponentPre::instantiate_async` checks the types of all
-/// five of the `tool` interface's exports in every instance it makes, about
-/// 4% of a trivial call's instructions. A call needs only `call`, and its
-/// type cannot differ between instances of one component, so it is checked
-/// in the first instance and taken as checked in the others.
-pub(crate) struct CallExport {
-    index: ComponentExportIndex,
-    checked: AtomicBool,
+/// five of the interface's exports in every instance it makes, about 4% of
+/// a trivial call's instructions. A use calls one or a few of them, and an
+/// export's type cannot differ between instances of one component, so each
+/// is checked in the first instance that calls it and taken as checked in
+/// the others. (`describe`, called once per load, goes through bindgen.)
+#[derive(Clone)]
+pub(crate) struct Exports {
+    call: Export,
+    classify: Export,
+    validate: Export,
+    check_permissions: Export,
 }
 
-impl CallExport {
-    /// Where `call` is in the component `pre` instantiates.
-    pub(crate) fn of<T>(pre: &InstancePre<T>) -> wasmtime::Result<CallExport> {
+impl Exports {
+    /// Where the exports are in the component `pre` instantiates.
+    pub(crate) fn of<T>(pre: &InstancePre<T>) -> wasmtime::Result<Exports> {
         let component = pre.component();
         let interface = component
             .get_export_index(None, TOOL_INTERFACE)
             .ok_or_else(|| {
                 wasmtime::format_err!("no exported instance named `{TOOL_INTERFACE}`")
             })?;
-        let index = component
-            .get_export_index(Some(&interface), "call")
-            .ok_or_else(|| {
-                wasmtime::format_err!(
-                    "instance export `{TOOL_INTERFACE}` does not have export `call`"
-                )
-            })?;
-        Ok(CallExport {
-            index,
-            checked: AtomicBool::new(false),
+        let find = |name: &str| {
+            let index = component
+                .get_export_index(Some(&interface), name)
+                .ok_or_else(|| {
+                    wasmtime::format_err!(
+                        "instance export `{TOOL_INTERFACE}` does not have export `{name}`"
+                    )
+                })?;
+            Ok::<_, wasmtime::Error>(Export {
+                index,
+                checked: AtomicBool::new(false),
+            })
+        };
+        Ok(Exports {
+            call: find("call")?,
+            classify: find("classify")?,
+            validate: find("validate")?,
+            check_permissions: find("check-permissions")?,
         })
     }
 
-    /// Calls `call` in `instance`, an instance of the component this was
+    /// Calls `call` in `instance`, an instance of the component these were
     /// found in.
     pub(crate) async fn call<T: Send>(
         &self,
@@ -86,32 +101,95 @@ impl CallExport {
         input: &str,
         cx: &wit::CallContext,
     ) -> wasmtime::Result<Result<wit::ToolOutput, wit::ToolError>> {
-        let func = instance
-            .get_func(&mut store, self.index)
-            .ok_or_else(|| wasmtime::format_err!("the instance has no `call` export"))?;
-        let typed = if self.checked.load(Ordering::Acquire) {
-            // SAFETY: `get_func` found `index` in this instance, so the
-            // instance is of the component `index` was taken from (it
-            // checks the component's identity), and `func.typed` below
-            // checked this export's type against these Rust types in an
-            // earlier instance of that same component: a component's
-            // export types are the same in all its instances.
-            unsafe {
-                TypedFunc::<(&str, &wit::CallContext), (Result<wit::ToolOutput, wit::ToolError>,)>::new_unchecked(func)
-            }
-        } else {
-            let typed = func.typed(&store)?;
-            self.checked.store(true, Ordering::Release);
-            typed
-        };
-        let (output,) = typed.call_async(&mut store, (input, cx)).await?;
-        Ok(output)
+        let typed = self
+            .call
+            .typed::<_, (Result<wit::ToolOutput, wit::ToolError>,)>(&mut store, instance)?;
+        Ok(typed.call_async(&mut store, (input, cx)).await?.0)
+    }
+
+    /// Calls `classify`, as [`Exports::call`] calls `call`.
+    pub(crate) async fn classify<T: Send>(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+        instance: &Instance,
+        input: &str,
+    ) -> wasmtime::Result<Option<wit::SafetyFlags>> {
+        let typed = self
+            .classify
+            .typed::<_, (Option<wit::SafetyFlags>,)>(&mut store, instance)?;
+        Ok(typed.call_async(&mut store, (input,)).await?.0)
+    }
+
+    /// Calls `validate`, as [`Exports::call`] calls `call`.
+    pub(crate) async fn validate<T: Send>(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+        instance: &Instance,
+        input: &str,
+        cx: &wit::CallContext,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let typed = self
+            .validate
+            .typed::<_, (Result<(), String>,)>(&mut store, instance)?;
+        Ok(typed.call_async(&mut store, (input, cx)).await?.0)
+    }
+
+    /// Calls `check-permissions`, as [`Exports::call`] calls `call`.
+    pub(crate) async fn check_permissions<T: Send>(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+        instance: &Instance,
+        input: &str,
+        cx: &wit::CallContext,
+    ) -> wasmtime::Result<wit::PermissionDecision> {
+        let typed = self
+            .check_permissions
+            .typed::<_, (wit::PermissionDecision,)>(&mut store, instance)?;
+        Ok(typed.call_async(&mut store, (input, cx)).await?.0)
     }
 }
 
-impl Clone for CallExport {
-    fn clone(&self) -> CallExport {
-        CallExport {
+/// One export: where it is, and whether its type has been checked.
+struct Export {
+    index: ComponentExportIndex,
+    checked: AtomicBool,
+}
+
+impl Export {
+    /// The export in `instance`, typed. Each export is typed by one method
+    /// of [`Exports`] only, always with the same Rust types.
+    fn typed<P, R>(
+        &self,
+        mut store: impl AsContextMut,
+        instance: &Instance,
+    ) -> wasmtime::Result<TypedFunc<P, R>>
+    where
+        P: ComponentNamedList + Lower,
+        R: ComponentNamedList + Lift,
+    {
+        let func = instance
+            .get_func(&mut store, self.index)
+            .ok_or_else(|| wasmtime::format_err!("the instance lacks a `tool` export"))?;
+        if self.checked.load(Ordering::Acquire) {
+            // SAFETY: `get_func` found `index` in this instance, so the
+            // instance is of the component `index` was taken from (it
+            // checks the component's identity), and `func.typed` below
+            // checked this export's type against these same Rust types (one
+            // method of `Exports` types each export) in an earlier instance
+            // of that component: a component's export types are the same in
+            // all its instances.
+            Ok(unsafe { TypedFunc::new_unchecked(func) })
+        } else {
+            let typed = func.typed(&store)?;
+            self.checked.store(true, Ordering::Release);
+            Ok(typed)
+        }
+    }
+}
+
+impl Clone for Export {
+    fn clone(&self) -> Export {
+        Export {
             index: self.index,
             checked: AtomicBool::new(self.checked.load(Ordering::Acquire)),
         }
@@ -442,26 +520,31 @@ mod tests {
     use wasmtime::component::{Component, Linker};
     use wasmtime::{Engine, Store};
 
-    /// A component whose `tool` interface exports a `call` that takes
-    /// nothing: not the world's `call`.
-    const WRONG_CALL: &str = r#"
+    /// A component whose `tool` interface exports `call`, `classify`,
+    /// `validate` and `check-permissions` as functions that take nothing:
+    /// not the world's.
+    const WRONG_TYPES: &str = r#"
         (component
-          (core module $m (func (export "call")))
+          (core module $m (func (export "f")))
           (core instance $i (instantiate $m))
-          (func $call (canon lift (core func $i "call")))
-          (instance $tool (export "call" (func $call)))
+          (func $f (canon lift (core func $i "f")))
+          (instance $tool
+            (export "call" (func $f))
+            (export "classify" (func $f))
+            (export "validate" (func $f))
+            (export "check-permissions" (func $f)))
           (export "airlock:tool/tool@0.1.0" (instance $tool)))
     "#;
 
     #[tokio::test]
-    async fn a_call_export_of_another_type_is_refused_at_every_call() {
+    async fn exports_of_another_type_are_refused_at_every_call() {
         let engine = Engine::default();
-        let bytes = wat::parse_str(WRONG_CALL).unwrap();
+        let bytes = wat::parse_str(WRONG_TYPES).unwrap();
         let component = Component::new(&engine, bytes).unwrap();
         let pre = Linker::<()>::new(&engine)
             .instantiate_pre(&component)
             .unwrap();
-        let export = CallExport::of(&pre).unwrap();
+        let exports = Exports::of(&pre).unwrap();
         let cx = wit::CallContext {
             cwd: "/".into(),
             tool_use_id: "toolu_1".into(),
@@ -472,24 +555,42 @@ mod tests {
         for _ in 0..2 {
             let mut store = Store::new(&engine, ());
             let instance = pre.instantiate_async(&mut store).await.unwrap();
-            let error = export
-                .call(&mut store, &instance, "{}", &cx)
-                .await
-                .unwrap_err();
-            assert!(format!("{error:#}").contains("type mismatch"), "{error:#}");
-            assert!(!export.checked.load(Ordering::Acquire));
+            let errors = [
+                exports.call(&mut store, &instance, "{}", &cx).await.err(),
+                exports.classify(&mut store, &instance, "{}").await.err(),
+                exports
+                    .validate(&mut store, &instance, "{}", &cx)
+                    .await
+                    .err(),
+                exports
+                    .check_permissions(&mut store, &instance, "{}", &cx)
+                    .await
+                    .err(),
+            ];
+            for error in errors {
+                let error = format!("{:#}", error.expect("refused"));
+                assert!(error.contains("type mismatch"), "{error}");
+            }
+            for export in [
+                &exports.call,
+                &exports.classify,
+                &exports.validate,
+                &exports.check_permissions,
+            ] {
+                assert!(!export.checked.load(Ordering::Acquire));
+            }
         }
     }
 
     #[test]
-    fn a_component_without_the_tool_interface_has_no_call_export() {
+    fn a_component_without_the_tool_interface_has_no_exports() {
         let engine = Engine::default();
         let bytes = wat::parse_str("(component)").unwrap();
         let component = Component::new(&engine, bytes).unwrap();
         let pre = Linker::<()>::new(&engine)
             .instantiate_pre(&component)
             .unwrap();
-        let error = CallExport::of(&pre).err().unwrap();
+        let error = Exports::of(&pre).err().unwrap();
         assert!(error.to_string().contains(TOOL_INTERFACE), "{error}");
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Loading compiles the component, checks its imports against the linker's
 //! allowlist, pre-instantiates it (bindgen's `ToolComponentPre`, and where
-//! its `call` export is: `bindings::CallExport`) and asks it
+//! the exports a use calls are: `bindings::Exports`) and asks it
 //! to describe itself in a store with nothing granted; what it learns goes
 //! into the artifact cache. A tool the cache already knows is listed from
 //! the cache's record and loaded on its first use. A tool the bundled
@@ -19,7 +19,7 @@
 //! wall-clock timeout and, for cancel-behaviour tools, the cancellation
 //! token; a failure is classified from what the store saw.
 
-use super::bindings::{self, CallExport, ToolComponent, ToolComponentPre};
+use super::bindings::{self, Exports, ToolComponentPre};
 use super::linker::{self, Needs};
 use super::loader::{LoadedTool, Settled};
 use super::run::{GuestCall, StoreSpec, arm, guard, instantiate, settle, write_limit};
@@ -42,7 +42,7 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, Instance};
 
 /// A tool implemented by a WASI component.
 pub struct WasmTool {
@@ -70,9 +70,9 @@ pub struct WasmTool {
 #[derive(Clone)]
 struct Prepared {
     pre: ToolComponentPre<HostState>,
-    /// Where its `call` export is (a call instantiates the component
-    /// without bindgen's check of every export: see [`CallExport`]).
-    call: CallExport,
+    /// Where the exports a use calls are (a use instantiates the component
+    /// without bindgen's check of every export: see [`Exports`]).
+    exports: Exports,
 }
 
 /// What loading a component that was not loaded when it was listed gave.
@@ -99,7 +99,7 @@ impl std::fmt::Debug for WasmTool {
 /// The preflight store of one tool use.
 struct Preflight {
     store: Store<HostState>,
-    instance: ToolComponent,
+    instance: Instance,
 }
 
 impl WasmTool {
@@ -395,11 +395,12 @@ impl WasmTool {
                 grants: &nothing,
                 cwd: None,
             };
-            let pre = &self.pre().await?.pre;
-            let (store, instance) = instantiate(&self.engine, spec, pre, |pre, s| {
-                Box::pin(pre.instantiate_async(s))
-            })
-            .await?;
+            let prepared = self.pre().await?;
+            let (store, instance) =
+                instantiate(&self.engine, spec, prepared.pre.instance_pre(), |pre, s| {
+                    Box::pin(pre.instantiate_async(s))
+                })
+                .await?;
             inv.set_scratch(Preflight { store, instance });
         }
         inv.scratch::<Preflight>()
@@ -461,8 +462,8 @@ impl Tool for WasmTool {
         }
         let text = self.input_text(input)?;
         let flags = self
-            .preflight_call(inv, move |tool, store| {
-                Box::pin(async move { tool.airlock_tool_tool().call_classify(store, &text).await })
+            .preflight_call(inv, move |exports, instance, store| {
+                Box::pin(async move { exports.classify(store, instance, &text).await })
             })
             .await?;
         Ok(flags.map(bindings::flags_from_wit))
@@ -474,12 +475,8 @@ impl Tool for WasmTool {
         }
         let text = self.input_text(input)?;
         let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
-        self.preflight_call(inv, move |tool, store| {
-            Box::pin(async move {
-                tool.airlock_tool_tool()
-                    .call_validate(store, &text, &cx)
-                    .await
-            })
+        self.preflight_call(inv, move |exports, instance, store| {
+            Box::pin(async move { exports.validate(store, instance, &text, &cx).await })
         })
         .await?
         .map_err(|m| CallError::invalid_input(bindings::validation_message(&m)))
@@ -496,12 +493,10 @@ impl Tool for WasmTool {
         let text = self.input_text(input)?;
         let cx = bindings::context_to_wit(&inv.tool_use_id, &inv.context, &inv.grants);
         let decision = self
-            .preflight_call(inv, move |tool, store| {
-                Box::pin(async move {
-                    tool.airlock_tool_tool()
-                        .call_check_permissions(store, &text, &cx)
-                        .await
-                })
+            .preflight_call(inv, move |exports, instance, store| {
+                Box::pin(
+                    async move { exports.check_permissions(store, instance, &text, &cx).await },
+                )
             })
             .await?;
         bindings::permission_from_wit(decision, self.engine.input_bounds())
@@ -531,7 +526,7 @@ impl Tool for WasmTool {
         let outcome = guard(
             &armed,
             cancel.as_ref(),
-            prepared.call.call(&mut store, &instance, &text, &cx),
+            prepared.exports.call(&mut store, &instance, &text, &cx),
         )
         .await;
         match settle(&store, outcome, timeout)? {
@@ -565,12 +560,17 @@ impl WasmTool {
     async fn preflight_call<T>(
         &self,
         inv: &mut Invocation,
-        export: impl for<'a> FnOnce(&'a ToolComponent, &'a mut Store<HostState>) -> GuestCall<'a, T>,
+        export: impl for<'a> FnOnce(
+            &'a Exports,
+            &'a Instance,
+            &'a mut Store<HostState>,
+        ) -> GuestCall<'a, T>,
     ) -> Result<T, CallError> {
         let budget = self.preflight_budget(inv);
+        let exports = &self.pre().await?.exports;
         let p = self.preflight(inv).await?;
         let armed = arm(&mut p.store, budget, None);
-        let outcome = guard(&armed, None, export(&p.instance, &mut p.store)).await;
+        let outcome = guard(&armed, None, export(exports, &p.instance, &mut p.store)).await;
         let result = settle(&p.store, outcome, budget);
         if result.is_err() {
             inv.clear_scratch();
@@ -686,9 +686,9 @@ fn pre_instantiate(engine: &Engine, component: &Component) -> Result<Prepared, L
     let not_a_tool = |e: wasmtime::Error| {
         LoadError::Compile(format!("it does not export the airlock:tool world: {e:#}"))
     };
-    let call = CallExport::of(&instance_pre).map_err(not_a_tool)?;
+    let exports = Exports::of(&instance_pre).map_err(not_a_tool)?;
     let pre = ToolComponentPre::new(instance_pre).map_err(not_a_tool)?;
-    Ok(Prepared { pre, call })
+    Ok(Prepared { pre, exports })
 }
 
 /// Asks a component to describe itself, in a store with nothing granted,
