@@ -1,6 +1,6 @@
 """Instructions the `airlock mcp` server executes per `tools/call`
-(`sleep {"ms": 0}` over stdio), counted by valgrind's callgrind: one call
-at a time, and 64 in flight. Unlike a time, the count does not move with
+(`sleep {"ms": 0}` over stdio, or the call given with `--call`), counted
+by valgrind's callgrind: one call at a time, and 64 in flight. Unlike a time, the count does not move with
 the machine's load, so two binaries can be compared on a busy machine.
 
 Only the calls are counted: the server starts with instrumentation off,
@@ -9,8 +9,10 @@ counted calls alone. Under valgrind the instance pool cannot reserve its
 address space, so the engine allocates instances on demand (it logs a
 warning): compare binaries with each other, not with a native profile.
 
-Usage: python3 scripts/mcp_instructions.py AIRLOCK [CALLS]
-(needs valgrind; takes a few minutes, most of it the tools' compilation)
+Usage: python3 scripts/mcp_instructions.py AIRLOCK [CALLS] [--call TOOL JSON]
+(needs valgrind; takes a few minutes, most of it the tools' compilation).
+`--call glob '{"pattern": "*.txt"}'` counts a tool that declares a
+preflight export (`validate`), whose uses instantiate it twice.
 """
 
 import glob
@@ -25,7 +27,8 @@ from mcp_raw_stdio import line, start, wait_until_idle
 IN_FLIGHT = 64
 
 
-def count(binary: str, calls: int, in_flight: int, home: str, workspace: str) -> int:
+def count(binary: str, calls: int, in_flight: int, home: str, workspace: str,
+          line=line) -> int:
     """Instructions the server executed over `calls` calls sent
     `in_flight` at a time."""
     out_file = os.path.join(home, "callgrind.out")
@@ -61,16 +64,28 @@ def count(binary: str, calls: int, in_flight: int, home: str, workspace: str) ->
     return total // (calls // in_flight * in_flight)
 
 
-def main(binary: str, calls: int) -> None:
+def main(binary: str, calls: int, tool: str, arguments: dict) -> None:
+    def request(n: int) -> bytes:
+        return (json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                            "params": {"name": tool, "arguments": arguments}}) + "\n").encode()
+
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as workspace:
         print(json.dumps({
-            "instructions_per_call_one_at_a_time": count(binary, calls, 1, home, workspace),
+            "call": f"{tool} {json.dumps(arguments)}",
+            "instructions_per_call_one_at_a_time":
+                count(binary, calls, 1, home, workspace, request),
             "instructions_per_call_64_in_flight":
-                count(binary, max(calls, IN_FLIGHT), IN_FLIGHT, home, workspace),
+                count(binary, max(calls, IN_FLIGHT), IN_FLIGHT, home, workspace, request),
         }))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    tool, arguments = "sleep", {"ms": 0}
+    if "--call" in args:
+        at = args.index("--call")
+        tool, arguments = args[at + 1], json.loads(args[at + 2])
+        del args[at:at + 3]
+    if not args:
         raise SystemExit(__doc__)
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 640)
+    main(args[0], int(args[1]) if len(args) > 1 else 640, tool, arguments)
