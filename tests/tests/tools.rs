@@ -447,6 +447,35 @@ async fn glob_lists_newest_first_and_caps() {
         path_in(ws.path(), "old.rs"),
         "* does not cross directories"
     );
+    // Each shape globset matches its own way: a literal path, a literal
+    // name in any directory, a prefix, alternatives, an extension.
+    let (new, old, skip) = (
+        path_in(ws.path(), "src/new.rs"),
+        path_in(ws.path(), "old.rs"),
+        path_in(ws.path(), "src/skip.txt"),
+    );
+    for (pattern, found) in [
+        ("src/new.rs", vec![&new]),
+        ("**/new.rs", vec![&new]),
+        ("src/*", vec![&new, &skip]),
+        ("src/**", vec![&new, &skip]),
+        ("{old,src/new}.rs", vec![&new, &old]),
+        ("**/*.{rs,txt}", vec![&new, &skip, &old]),
+        ("**/x.rs", vec![]),
+        ("?ld.rs", vec![&old]),
+        ("[o]ld.rs", vec![&old]),
+        ("*", vec![&old]),
+        ("*.{rs,txt}", vec![&old]),
+        ("**", vec![&new, &skip, &old]),
+        ("*/*.rs", vec![&new]),
+    ] {
+        let t = ok_text(&call(&airlock, &mut cx, "glob", json!({"pattern": pattern})).await);
+        let mut lines: Vec<&str> = t.lines().filter(|l| *l != "No files found").collect();
+        lines.sort_unstable();
+        let mut found: Vec<&str> = found.iter().map(|p| p.as_str()).collect();
+        found.sort_unstable();
+        assert_eq!(lines, found, "{pattern}");
+    }
 
     let many = workspace(&[]);
     for i in 0..120 {

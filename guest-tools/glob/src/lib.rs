@@ -5,7 +5,7 @@
 use airlock_sdk::{
     Access, Context, Describe, Flags, JsonSchema, Output, Tool, ToolError, export_tool, io_error,
 };
-use globset::GlobBuilder;
+use globset::{Glob as Pattern, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use std::time::SystemTime;
 
@@ -61,7 +61,8 @@ impl Tool for Glob {
     }
 
     fn validate(input: &GlobInput, _cx: &Context) -> Result<(), String> {
-        matcher(&input.pattern).map(drop)
+        // Parsing finds every error; compiling the matcher finds none more.
+        pattern(&input.pattern, true).map(drop)
     }
 
     fn call(input: GlobInput, cx: &Context) -> Result<Output, ToolError> {
@@ -73,9 +74,15 @@ impl Tool for Glob {
                 "{shown_root} is not a directory"
             )));
         }
-        let glob = matcher(&input.pattern).map_err(ToolError::InvalidInput)?;
+        // A pattern with no `/` and no `**` matches only the files directly
+        // in `root`: nothing below them is walked, and, since their names
+        // hold no `/`, `*` may as well match one (globset then matches
+        // `*.txt` by its extension, compiling no regular expression).
+        let shallow = !input.pattern.contains('/') && !input.pattern.contains("**");
+        let glob = matcher(&input.pattern, !shallow).map_err(ToolError::InvalidInput)?;
         let walker = ignore::WalkBuilder::new(&root)
             .standard_filters(false)
+            .max_depth(shallow.then_some(1))
             .filter_entry(|e| e.file_name() != ".git")
             .build();
         let mut found: Vec<(SystemTime, String)> = Vec::new();
@@ -125,11 +132,21 @@ impl Tool for Glob {
     }
 }
 
-fn matcher(pattern: &str) -> Result<globset::GlobMatcher, String> {
+/// The pattern, `*` and `?` matching no `/` when `literal_separator`.
+fn pattern(pattern: &str, literal_separator: bool) -> Result<Pattern, String> {
     GlobBuilder::new(pattern)
-        .literal_separator(true)
+        .literal_separator(literal_separator)
         .build()
-        .map(|g| g.compile_matcher())
+        .map_err(|e| format!("the pattern is not a valid glob: {e}"))
+}
+
+/// The pattern's matcher. A set of one pattern matches as the pattern's own
+/// matcher does, but compiles no regular expression for the common shapes
+/// (`**/*.rs`, a literal path): compiling one is most of a call's work.
+fn matcher(glob: &str, literal_separator: bool) -> Result<GlobSet, String> {
+    GlobSetBuilder::new()
+        .add(pattern(glob, literal_separator)?)
+        .build()
         .map_err(|e| format!("the pattern is not a valid glob: {e}"))
 }
 
