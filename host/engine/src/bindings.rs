@@ -96,56 +96,46 @@ impl Exports {
     /// found in.
     pub(crate) async fn call<T: Send>(
         &self,
-        mut store: impl AsContextMut<Data = T>,
+        store: impl AsContextMut<Data = T>,
         instance: &Instance,
         input: &str,
         cx: &wit::CallContext,
     ) -> wasmtime::Result<Result<wit::ToolOutput, wit::ToolError>> {
-        let typed = self
-            .call
-            .typed::<_, (Result<wit::ToolOutput, wit::ToolError>,)>(&mut store, instance)?;
-        Ok(typed.call_async(&mut store, (input, cx)).await?.0)
+        self.call.invoke(store, instance, (input, cx)).await
     }
 
     /// Calls `classify`, as [`Exports::call`] calls `call`.
     pub(crate) async fn classify<T: Send>(
         &self,
-        mut store: impl AsContextMut<Data = T>,
+        store: impl AsContextMut<Data = T>,
         instance: &Instance,
         input: &str,
     ) -> wasmtime::Result<Option<wit::SafetyFlags>> {
-        let typed = self
-            .classify
-            .typed::<_, (Option<wit::SafetyFlags>,)>(&mut store, instance)?;
-        Ok(typed.call_async(&mut store, (input,)).await?.0)
+        self.classify.invoke(store, instance, (input,)).await
     }
 
     /// Calls `validate`, as [`Exports::call`] calls `call`.
     pub(crate) async fn validate<T: Send>(
         &self,
-        mut store: impl AsContextMut<Data = T>,
+        store: impl AsContextMut<Data = T>,
         instance: &Instance,
         input: &str,
         cx: &wit::CallContext,
     ) -> wasmtime::Result<Result<(), String>> {
-        let typed = self
-            .validate
-            .typed::<_, (Result<(), String>,)>(&mut store, instance)?;
-        Ok(typed.call_async(&mut store, (input, cx)).await?.0)
+        self.validate.invoke(store, instance, (input, cx)).await
     }
 
     /// Calls `check-permissions`, as [`Exports::call`] calls `call`.
     pub(crate) async fn check_permissions<T: Send>(
         &self,
-        mut store: impl AsContextMut<Data = T>,
+        store: impl AsContextMut<Data = T>,
         instance: &Instance,
         input: &str,
         cx: &wit::CallContext,
     ) -> wasmtime::Result<wit::PermissionDecision> {
-        let typed = self
-            .check_permissions
-            .typed::<_, (wit::PermissionDecision,)>(&mut store, instance)?;
-        Ok(typed.call_async(&mut store, (input, cx)).await?.0)
+        self.check_permissions
+            .invoke(store, instance, (input, cx))
+            .await
     }
 }
 
@@ -156,34 +146,38 @@ struct Export {
 }
 
 impl Export {
-    /// The export in `instance`, typed. Each export is typed by one method
-    /// of [`Exports`] only, always with the same Rust types.
-    fn typed<P, R>(
+    /// Calls the export in `instance` with `params`, its one result
+    /// returned. Each export is called by one method of [`Exports`] only,
+    /// always with the same Rust types.
+    async fn invoke<P, R>(
         &self,
-        mut store: impl AsContextMut,
+        mut store: impl AsContextMut<Data: Send>,
         instance: &Instance,
-    ) -> wasmtime::Result<TypedFunc<P, R>>
+        params: P,
+    ) -> wasmtime::Result<R>
     where
-        P: ComponentNamedList + Lower,
-        R: ComponentNamedList + Lift,
+        P: ComponentNamedList + Lower + Send + Sync,
+        R: 'static,
+        (R,): ComponentNamedList + Lift + Send + Sync,
     {
         let func = instance
             .get_func(&mut store, self.index)
             .ok_or_else(|| wasmtime::format_err!("the instance lacks a `tool` export"))?;
-        if self.checked.load(Ordering::Acquire) {
+        let typed = if self.checked.load(Ordering::Acquire) {
             // SAFETY: `get_func` found `index` in this instance, so the
             // instance is of the component `index` was taken from (it
             // checks the component's identity), and `func.typed` below
             // checked this export's type against these same Rust types (one
-            // method of `Exports` types each export) in an earlier instance
+            // method of `Exports` calls each export) in an earlier instance
             // of that component: a component's export types are the same in
             // all its instances.
-            Ok(unsafe { TypedFunc::new_unchecked(func) })
+            unsafe { TypedFunc::<P, (R,)>::new_unchecked(func) }
         } else {
-            let typed = func.typed(&store)?;
+            let typed = func.typed::<P, (R,)>(&store)?;
             self.checked.store(true, Ordering::Release);
-            Ok(typed)
-        }
+            typed
+        };
+        Ok(typed.call_async(&mut store, params).await?.0)
     }
 }
 
