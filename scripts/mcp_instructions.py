@@ -1,7 +1,8 @@
 """Instructions the `airlock mcp` server executes per `tools/call`
 (`sleep {"ms": 0}` over stdio, or the call given with `--call`), counted
-by valgrind's callgrind: one call at a time, and 64 in flight. Unlike a time, the count does not move with
-the machine's load, so two binaries can be compared on a busy machine.
+by valgrind's callgrind: one call at a time, and 64 in flight. Unlike a
+time, the count does not move with the machine's load, so two binaries
+can be compared on a busy machine.
 
 Only the calls are counted: the server starts with instrumentation off,
 answers warm-up calls, compiles its tools, and is switched on for the
@@ -28,8 +29,8 @@ IN_FLIGHT = 64
 
 
 def count(binary: str, calls: int, in_flight: int, home: str, workspace: str,
-          line=line) -> int:
-    """Instructions the server executed over `calls` calls sent
+          tool: str, arguments: dict) -> int:
+    """Instructions the server executed over `calls` calls of `tool` sent
     `in_flight` at a time."""
     out_file = os.path.join(home, "callgrind.out")
     for old in glob.glob(out_file + "*"):
@@ -38,17 +39,17 @@ def count(binary: str, calls: int, in_flight: int, home: str, workspace: str,
                          f"--callgrind-out-file={out_file}", binary, "--workspace", workspace,
                          "mcp"], home, "instructions")
     for n in range(100):
-        server.stdin.write(line(n))
+        server.stdin.write(line(n, tool, arguments))
         out.next()
     # The other tools compile in the background: wait until that is over.
     wait_until_idle(server.pid)
     for n in range(50):
-        server.stdin.write(line(n))
+        server.stdin.write(line(n, tool, arguments))
         out.next()
     subprocess.run(["callgrind_control", "-i", "on", str(server.pid)],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     for _ in range(calls // in_flight):
-        server.stdin.write(b"".join(line(n) for n in range(in_flight)))
+        server.stdin.write(b"".join(line(n, tool, arguments) for n in range(in_flight)))
         for _ in range(in_flight):
             reply = out.next()
     assert b'"isError":false' in reply, reply
@@ -65,17 +66,14 @@ def count(binary: str, calls: int, in_flight: int, home: str, workspace: str,
 
 
 def main(binary: str, calls: int, tool: str, arguments: dict) -> None:
-    def request(n: int) -> bytes:
-        return (json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                            "params": {"name": tool, "arguments": arguments}}) + "\n").encode()
-
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as workspace:
         print(json.dumps({
             "call": f"{tool} {json.dumps(arguments)}",
             "instructions_per_call_one_at_a_time":
-                count(binary, calls, 1, home, workspace, request),
+                count(binary, calls, 1, home, workspace, tool, arguments),
             "instructions_per_call_64_in_flight":
-                count(binary, max(calls, IN_FLIGHT), IN_FLIGHT, home, workspace, request),
+                count(binary, max(calls, IN_FLIGHT), IN_FLIGHT, home, workspace, tool,
+                      arguments),
         }))
 
 

@@ -25,9 +25,11 @@ SEQUENTIAL = 1000
 BATCHES, IN_FLIGHT = 100, 64
 
 
-def line(n: int) -> bytes:
+def line(n: int, tool: str = "sleep", arguments: dict | None = None) -> bytes:
+    """A `tools/call` of `tool` (by default `sleep {"ms": 0}`), one line."""
+    arguments = {"ms": 0} if arguments is None else arguments
     return (json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                        "params": {"name": "sleep", "arguments": {"ms": 0}}}) + "\n").encode()
+                        "params": {"name": tool, "arguments": arguments}}) + "\n").encode()
 
 
 class Lines:
