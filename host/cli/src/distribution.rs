@@ -474,23 +474,6 @@ async fn install_new(
             }
         }
     };
-    let approve = asks_more || !replaced.is_empty();
-    if approve && !yes {
-        print!("{shown}");
-        match crate::prompt::confirm("install it?") {
-            Some(true) => {}
-            Some(false) => return Err("not installed".into()),
-            None => {
-                return Err(format!(
-                    "{} needs your approval of what it asks for (above); run again with --yes \
-                     to approve it. Nothing was installed",
-                    checked.name
-                ));
-            }
-        }
-    }
-    write_tool(&target, &pulled.bytes)
-        .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     let entry = LockedTool {
         name: checked.name.clone(),
         source,
@@ -506,6 +489,36 @@ async fn install_new(
         signed_by: signed_by.clone(),
         asks,
     };
+    // Another source or another signer for the tool airlock.lock pins is
+    // not an update: both are shown, and it is approved as a new tool is.
+    let taken_over = previous
+        .as_ref()
+        .and_then(|p| takeover(p, &entry).map(|change| (p, change)));
+    if let Some((p, change)) = &taken_over {
+        shown.push_str(&format!(
+            "  it replaces {} as airlock.lock pins it, {change}:\n    pinned now\n{}    this one\n{}",
+            p.name,
+            pin_lines(p),
+            pin_lines(&entry)
+        ));
+    }
+    let approve = asks_more || !replaced.is_empty() || taken_over.is_some();
+    if approve && !yes {
+        print!("{shown}");
+        match crate::prompt::confirm("install it?") {
+            Some(true) => {}
+            Some(false) => return Err("not installed".into()),
+            None => {
+                return Err(format!(
+                    "{} needs your approval of what is shown above; run again with --yes to \
+                     approve it. Nothing was installed",
+                    checked.name
+                ));
+            }
+        }
+    }
+    write_tool(&target, &pulled.bytes)
+        .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     for old in &replaced {
         lock.remove(&old.name);
     }
@@ -543,6 +556,57 @@ async fn install_new(
         checked.warning()
     ));
     Ok(text)
+}
+
+/// How installing `new` in place of the pinned `old` (a tool of the same
+/// name, or from the same reference) is more than an update: it comes
+/// from another repository, or is signed by another key, or by none where
+/// `old` was signed. None for an update: the same repository (any tag or
+/// digest of it) and the same signing key (read from any file).
+fn takeover(old: &LockedTool, new: &LockedTool) -> Option<String> {
+    let repository = |source: &str| {
+        OciRef::parse(source)
+            .ok()
+            .map(|r| (r.registry().to_string(), r.repository().to_string()))
+    };
+    // `signed_by` is `FINGERPRINT (FILE)`, as install writes it.
+    let key = |signer: &Option<String>| {
+        signer.as_deref().map(|s| {
+            s.split_once(' ')
+                .map_or(s, |(fingerprint, _)| fingerprint)
+                .to_string()
+        })
+    };
+    let mut changes = Vec::new();
+    let old_repository = repository(&old.source);
+    if old_repository.is_none() || old_repository != repository(&new.source) {
+        changes.push("from another source");
+    }
+    let (old_key, new_key) = (key(&old.signed_by), key(&new.signed_by));
+    if old_key != new_key {
+        changes.push(match (old_key, new_key) {
+            (_, None) => "unsigned",
+            (None, Some(_)) => "signed where it was not",
+            (Some(_), Some(_)) => "signed by another key",
+        });
+    }
+    (!changes.is_empty()).then(|| changes.join(" and "))
+}
+
+/// Where a pinned tool comes from, for the review: the lines `airlock
+/// tools` shows for it.
+fn pin_lines(t: &LockedTool) -> String {
+    format!(
+        "      from     {}\n      pinned   {}\n      signer   {}\n      asks     {}\n",
+        t.source,
+        t.pinned,
+        t.signed_by.as_deref().unwrap_or("none (unsigned)"),
+        if t.asks.is_empty() {
+            "nothing".to_string()
+        } else {
+            t.asks.join(", ")
+        }
+    )
 }
 
 /// `airlock install --locked [REFERENCE]`: installs the tools airlock.lock

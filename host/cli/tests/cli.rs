@@ -1490,3 +1490,182 @@ fn signatures_decide_what_installs() {
     );
     drop(silent);
 }
+
+/// `patient`, installed signed by acme's key from `oci://REG/acme` and
+/// updated there (signed by the same key, asking for no more: applied
+/// without asking, as before), then taken over by another `patient` (other
+/// bytes) published at `oci://REG/{path}`, signed by `signer`'s key or
+/// unsigned, which `change` says how it differs in. Installing that is a
+/// new decision: without `--yes` and off a terminal it is refused, the
+/// review showing both tools' source, signer and digest; `--locked`
+/// refuses it; airlock.lock and the file stay as they were. With `--yes`
+/// it replaces the pinned tool, and says so.
+fn a_pinned_tool_taken_over(path: &str, signer: Option<&str>, change: &str) {
+    let registry = registry::Registry::start();
+    let home = tempfile::tempdir().unwrap();
+    let keys = home.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    for name in ["acme", "beta"] {
+        let out = airlock(home.path(), &["keygen", keys.join(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let key = |name: &str| keys.join(format!("{name}.pub")).display().to_string();
+    write_config(
+        home.path(),
+        &format!(
+            "[[trust]]\nsource = \"oci://{reg}/acme\"\nkeys = [\"{acme}\", \"{beta}\"]\n\n\
+             [[trust]]\nsource = \"oci://{reg}/acme/unsigned\"\nunsigned = true\n\n\
+             [[trust]]\nsource = \"oci://{reg}/beta\"\nkeys = [\"{beta}\"]\n",
+            reg = registry.addr,
+            acme = key("acme"),
+            beta = key("beta"),
+        ),
+    );
+    // The same tool, `patient`, as other bytes each time (a custom section
+    // of its own), published to `reference`, signed by `signer` if any;
+    // returns the manifest's digest.
+    let publish = |reference: &str, variant: &str, signer: Option<&str>| {
+        let mut bytes = std::fs::read(airlock_tests::guests::PATIENT).unwrap();
+        bytes.extend_from_slice(&[0, 4, 3]);
+        bytes.extend_from_slice(variant.as_bytes());
+        let file = home.path().join(format!("patient-{variant}.wasm"));
+        std::fs::write(&file, &bytes).unwrap();
+        let mut args = vec!["publish", file.to_str().unwrap(), reference];
+        let signing = signer.map(|s| keys.join(s));
+        if let Some(path) = &signing {
+            args.extend(["--sign", path.to_str().unwrap()]);
+        }
+        args.push("--insecure-registry");
+        let out = airlock(home.path(), &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("manifest "))
+            .unwrap_or_else(|| panic!("no manifest digest in {stdout}"))
+            .to_string()
+    };
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.push("--insecure-registry");
+        airlock(home.path(), &all)
+    };
+    let lock_path = home.path().join(".config/airlock/airlock.lock");
+    let pinned = || {
+        airlock_host::lock::Lockfile::read(&lock_path)
+            .unwrap()
+            .get("patient")
+            .expect("patient is pinned")
+            .clone()
+    };
+    let installed = home.path().join(".local/share/airlock/tools/patient.wasm");
+
+    let first = format!("oci://{}/acme/patient:1", registry.addr);
+    publish(&first, "one", Some("acme"));
+    let out = run(&["install", &first, "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let update = format!("oci://{}/acme/patient:2", registry.addr);
+    let update_digest = publish(&update, "two", Some("acme"));
+    let out = run(&["install", &update]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains("it replaces"),
+        "{}",
+        text(&out.stdout)
+    );
+    let before = pinned();
+    assert_eq!(
+        (before.source.as_str(), before.manifest_digest.as_str()),
+        (update.as_str(), update_digest.as_str())
+    );
+    let old_signer = before.signed_by.clone().expect("signed by acme");
+    assert!(old_signer.contains("acme.pub"), "{old_signer}");
+    let bytes = std::fs::read(&installed).unwrap();
+
+    let reference = format!("oci://{}/{path}", registry.addr);
+    let digest = publish(&reference, "new", signer);
+    let new_signer = signer.map_or("none (unsigned)".to_string(), |s| {
+        format!("{} ({})", fingerprint(&key(s)), key(s))
+    });
+    let out = run(&["install", &reference]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "it replaces patient as airlock.lock pins it, {change}:"
+        )) && stdout.contains(&format!("from     {update}"))
+            && stdout.contains(&format!("pinned   {}", before.pinned))
+            && before.pinned.ends_with(&update_digest)
+            && stdout.contains(&format!("signer   {old_signer}"))
+            && stdout.contains(&format!("from     {reference}"))
+            && stdout.contains(&format!("@{digest}\n"))
+            && stdout.contains(&format!("signer   {new_signer}"))
+            && stdout.contains("it asks for:")
+            && stderr.contains("run again with --yes"),
+        "{stdout}{stderr}"
+    );
+    let out = run(&["install", "--locked", &reference]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--locked changes nothing"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(pinned(), before);
+    assert_eq!(std::fs::read(&installed).unwrap(), bytes);
+
+    let out = run(&["install", &reference, "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "it replaces patient as airlock.lock pins it, {change}:"
+        )),
+        "{}",
+        text(&out.stdout)
+    );
+    let after = pinned();
+    assert_eq!(
+        (after.source.as_str(), after.manifest_digest.as_str()),
+        (reference.as_str(), digest.as_str())
+    );
+    let out = airlock(home.path(), &["tools"]);
+    assert!(
+        text(&out.stdout).contains(&format!("from     {reference}"))
+            && text(&out.stdout).contains(&format!("signer   {new_signer}")),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// The issue's case: a signed tool, and the unsigned source's tool of its
+/// name.
+#[test]
+fn an_unsigned_source_does_not_silently_replace_a_signed_tool() {
+    a_pinned_tool_taken_over(
+        "acme/unsigned/patient:1",
+        None,
+        "from another source and unsigned",
+    );
+}
+
+#[test]
+fn another_trusted_source_and_key_do_not_silently_replace_a_pinned_tool() {
+    a_pinned_tool_taken_over(
+        "beta/patient:1",
+        Some("beta"),
+        "from another source and signed by another key",
+    );
+}
+
+#[test]
+fn another_trusted_key_does_not_silently_replace_a_pinned_tool() {
+    a_pinned_tool_taken_over("acme/patient:3", Some("beta"), "signed by another key");
+}
+
+/// The fingerprint `airlock` names the public key in `path` by.
+fn fingerprint(path: &str) -> String {
+    let pem = std::fs::read_to_string(path).unwrap();
+    airlock_oci::PublicKey::from_pem(&pem)
+        .unwrap()
+        .fingerprint()
+}
