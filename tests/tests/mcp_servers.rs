@@ -595,3 +595,68 @@ async fn variables_in_a_servers_command_and_environment_are_expanded() {
         "{failures:?}"
     );
 }
+
+/// A tools/call result of 512 MiB on one line (the hostile server of
+/// airlock-mcp-client's tests): refused at the line bound while it is read,
+/// before rmcp buffers it, so the call ends at once with `output_limit`
+/// naming the bound, the server is unavailable, and the peak RSS stays
+/// bounded.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_result_past_the_line_bound_ends_the_call_in_bounded_memory() {
+    /// A `/proc/self/status` field given in kB, in bytes.
+    fn status(field: &str) -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        let kb = line[field.len()..].trim().trim_end_matches(" kB");
+        kb.parse::<u64>().unwrap() * 1024
+    }
+    let ws = workspace(&[]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../host/mcp-client/tests/hostile_server.py"
+    );
+    let hostile = McpServerConfig {
+        command: "python3".into(),
+        args: vec![script.into(), "long-result".into()],
+        env: BTreeMap::new(),
+        ..server(&[])
+    };
+    let mut config = config_with(ws.path(), &[("hostile", hostile)]);
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    let quick = ToolConfig {
+        timeout_ms: Some(20_000),
+        ..ToolConfig::default()
+    };
+    let airlock = airlock(grant(config, "mcp__hostile__big", quick)).await;
+    assert!(
+        server_failures(&airlock).is_empty(),
+        "{:?}",
+        server_failures(&airlock)
+    );
+
+    // Linux's clear_refs 5 resets the peak RSS to the RSS now.
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let before = status("VmRSS:");
+    let started = Instant::now();
+    let mut cx = airlock.context();
+    let r = call(&airlock, &mut cx, "mcp__hostile__big", json!({})).await;
+    let growth = status("VmHWM:").saturating_sub(before) >> 20;
+    eprintln!("a 512 MiB result: peak RSS grew {growth} MiB");
+    let e = err(&r);
+    assert_eq!(e.class, ErrorClass::OutputLimit, "{e}");
+    assert!(
+        e.message.contains(
+            "is unavailable: it sent a message (one line on its stdout) of more than 17825792 bytes"
+        ),
+        "{e}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(growth < 200, "the peak RSS grew {growth} MiB");
+    let again = call(&airlock, &mut cx, "mcp__hostile__big", json!({})).await;
+    assert_eq!(
+        err(&again).message,
+        e.message,
+        "the server stays unavailable"
+    );
+}

@@ -1,7 +1,7 @@
 //! One server's connection: its client handler (progress to the call that
 //! asked), the running service and process, and starting it.
 
-use crate::describe::server_error;
+use crate::bounds::{BoundedLines, Stdout, list_tools};
 use crate::process::{Process, drain_stderr};
 use crate::startup_time;
 use airlock_core::config::McpServerConfig;
@@ -11,7 +11,8 @@ use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{ClientCacheConfig, NotificationContext, RunningService};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -61,13 +62,18 @@ pub(crate) struct Connection {
     pub(crate) started_from: (McpServerConfig, Option<PathBuf>),
     /// The server's version, as its tools' descriptors give it.
     pub(crate) version: String,
+    /// Its stdout's line bound, and what was refused of it.
+    pub(crate) stdout: Arc<Stdout>,
 }
 
 impl Connection {
     /// Whether the server may still answer: its service loop runs and its
-    /// transport is open (a server that exited closes it, soon after).
+    /// transport is open (a server that exited, or sent a line past the
+    /// bound, closes it, soon after).
     pub(crate) fn is_running(&self) -> bool {
-        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+        self.stdout.refused().is_none()
+            && !self.service.is_closed()
+            && !self.service.peer().is_transport_closed()
     }
 }
 
@@ -85,10 +91,12 @@ impl Drop for Connection {
     }
 }
 
-/// Starts one server, and lists its tools.
+/// Starts one server, its stdout's lines bounded by `line_bound`, and
+/// lists its tools.
 pub(crate) async fn connect(
     name: &str,
     (config, cwd): (McpServerConfig, Option<PathBuf>),
+    line_bound: usize,
 ) -> Result<(Arc<Connection>, Vec<rmcp::model::Tool>), LoadError> {
     if name.is_empty()
         || name.contains("__")
@@ -150,16 +158,24 @@ pub(crate) async fn connect(
         progress: ProgressDispatcher::new(),
         server: name.into(),
     };
+    let bounded = Arc::new(Stdout::new(line_bound));
+    // The reader's bound is the one: rmcp's own would drop a long line and
+    // leave its request waiting.
+    let transport = AsyncRwTransport::new_client(BoundedLines::new(stdout, bounded.clone()), stdin)
+        .with_max_line_length(usize::MAX);
     let startup = startup_time(&config);
     let started = tokio::time::timeout(startup, async {
         let service = handler
-            .serve((stdout, stdin))
+            .serve(transport)
             .await
-            .map_err(|e| server_error("the MCP handshake failed", &e))?;
-        let tools = service
-            .list_all_tools()
-            .await
-            .map_err(|e| server_error("tools/list failed", &e))?;
+            .map_err(|e| bounded.explain("the MCP handshake failed", &e))?;
+        // rmcp would keep pages a server marks cacheable, unbounded by
+        // `list_tools`'s bounds, and answer a later listing from them.
+        service
+            .peer()
+            .set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
+        let tools = list_tools(service.peer(), &bounded).await?;
         Ok::<_, String>((service, tools))
     })
     .await
@@ -180,6 +196,7 @@ pub(crate) async fn connect(
         process: Some(process),
         started_from: (config, cwd),
         version,
+        stdout: bounded,
     };
     Ok((Arc::new(connection), listed))
 }

@@ -7,10 +7,12 @@
 //! and the mapping of the server's tools and results; it knows nothing
 //! about the host that mounts them. Its invariants (the child's
 //! environment and lifetime, reuse across loads, bounded and cancelled
-//! calls, sanitised text) are in ARCHITECTURE.md.
+//! calls, what a server sends bounded while it is read, sanitised text)
+//! are in ARCHITECTURE.md.
 
 #![deny(missing_docs)]
 
+mod bounds;
 mod connection;
 mod describe;
 mod process;
@@ -21,8 +23,9 @@ pub use tool::McpTool;
 use airlock_core::config::{Config, McpServerConfig};
 use airlock_core::error::LoadError;
 use airlock_core::tool::ToolOrigin;
+use bounds::{line_bound, list_tools};
 use connection::{Connection, connect};
-use describe::{server_error, tools_of};
+use describe::tools_of;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,16 +69,20 @@ pub async fn mount(config: &Config, previous: &Servers) -> Mounted {
             .filter(|c| c.started_from == from && c.is_running())
             .cloned();
         let max_output = config.limits.output_bytes;
+        let line = line_bound(max_output);
         tasks.spawn(async move {
             let connected = match running {
-                Some(connection) => match relist(&connection).await {
-                    Ok(listed) => Ok((connection, listed)),
-                    Err(e) => {
-                        tracing::warn!(server = %name, "{e}; starting it again");
-                        connect(&name, from).await
+                Some(connection) => {
+                    connection.stdout.set_bound(line);
+                    match relist(&connection).await {
+                        Ok(listed) => Ok((connection, listed)),
+                        Err(e) => {
+                            tracing::warn!(server = %name, "{e}; starting it again");
+                            connect(&name, from, line).await
+                        }
                     }
-                },
-                None => connect(&name, from).await,
+                }
+                None => connect(&name, from, line).await,
             };
             let result = connected.map(|(connection, listed)| {
                 let (tools, failed) = tools_of(&name, &connection, listed, max_output);
@@ -120,12 +127,13 @@ fn startup_time(config: &McpServerConfig) -> Duration {
 }
 
 /// Lists a running server's tools again, within its startup time but at
-/// most [`RELIST`] (a server that hangs is started afresh).
+/// most [`RELIST`], and within the listing's bounds (a server that hangs
+/// or runs past one is started afresh).
 async fn relist(connection: &Connection) -> Result<Vec<rmcp::model::Tool>, String> {
     let within = startup_time(&connection.started_from.0).min(RELIST);
-    match tokio::time::timeout(within, connection.service.list_all_tools()).await {
-        Ok(Ok(listed)) => Ok(listed),
-        Ok(Err(e)) => Err(server_error("tools/list failed", &e)),
+    let listing = list_tools(connection.service.peer(), &connection.stdout);
+    match tokio::time::timeout(within, listing).await {
+        Ok(listed) => listed,
         Err(_) => Err(format!(
             "tools/list got no answer within {} ms",
             within.as_millis()

@@ -74,15 +74,22 @@ impl Tool for McpTool {
         ));
         let peer = self.connection.service.peer().clone();
         let server = self.connection.service.service();
-        let lost = |e: rmcp::service::ServiceError| {
-            CallError::new(
+        let lost = |e: rmcp::service::ServiceError| match self.connection.stdout.refused() {
+            Some(why) => CallError::new(
+                ErrorClass::OutputLimit,
+                format!(
+                    "the MCP server of {} is unavailable: {why}",
+                    self.descriptor.name
+                ),
+            ),
+            None => CallError::new(
                 ErrorClass::ToolError,
                 sanitize::clean_capped(
                     &format!("the MCP server of {} failed: {e}", self.descriptor.name),
                     Sink::Model,
                     SERVER_ERROR_CHARS,
                 ),
-            )
+            ),
         };
         let handle = peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
