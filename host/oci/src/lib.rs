@@ -3,21 +3,22 @@
 //! OCI image manifest with one `application/wasm` layer, the component's
 //! bytes, and a config of type `application/vnd.wasm.config.v0+json`.
 //!
-//! [`publish`] pushes a component under a tag; [`pull`] resolves a tag to
-//! its manifest digest once and fetches everything by that digest, with
-//! the checks a hostile registry calls for: exactly one layer, of the wasm
-//! type, under the wasm config type; the layer's declared size capped
-//! before a byte is read and held to while reading; its SHA-256 checked
-//! before the bytes are returned. Credentials come from the environment or
+//! [`publish`] pushes a component under a tag; [`pull`] reads the tag's
+//! manifest once, takes its SHA-256 as the digest, and fetches the layer
+//! by digest, with the checks a hostile registry calls for: exactly one
+//! layer, of the wasm type, under the wasm config type; the layer's
+//! declared size capped before a byte is read; its SHA-256 checked before
+//! the bytes are returned. Every read from a registry (manifest, layer,
+//! signature, token, error answer) has a cap held to while reading (see
+//! `Session::read_capped`). Credentials come from the environment or
 //! Docker's credential file and are never logged.
 //!
 //! Knows nothing of wasmtime, of where tools are installed, or of what a
 //! tool may do: the caller checks the component it gets.
 
 use base64::Engine as _;
-use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+use oci_client::manifest::{OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
@@ -340,8 +341,42 @@ impl Default for Options {
     }
 }
 
-/// The most a manifest may be (the distribution server's own cap).
-const MANIFEST_BYTES: usize = 4 << 20;
+/// The most a manifest (or image index) may be (the distribution server's
+/// own cap).
+const MANIFEST_BYTES: u64 = 4 << 20;
+/// The most a token service's answer may be.
+const TOKEN_BYTES: u64 = 1 << 20;
+/// The most of an error answer that is read.
+const ERROR_BYTES: u64 = 64 << 10;
+
+/// The process's HTTP client for reads (manifests, blobs, tokens), which
+/// [`Session::read_capped`] holds to their caps; pushes go through
+/// oci-client.
+fn reader() -> Result<reqwest::Client, String> {
+    static READER: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    READER
+        .get_or_init(|| {
+            // Another part of the process may have installed a provider already.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .read_timeout(Duration::from_secs(30))
+                .build()
+                .map_err(|e| format!("no HTTP client: {}", with_causes(&e)))
+        })
+        .clone()
+}
+
+/// `e` with its causes, for a person to read.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
 
 /// The process's client for `protocol`, `registry` and `auth`, made on
 /// first use: making one loads the system's root certificates (some 300
@@ -379,8 +414,18 @@ fn shared_client(protocol: ClientProtocol, registry: &str, auth: &Auth) -> Clien
 
 /// One operation's connection to the registry `reference` names.
 struct Session<'a> {
+    /// For pushes.
     client: Client,
+    /// The credentials, for pushes.
     auth: RegistryAuth,
+    /// For reads.
+    reader: reqwest::Client,
+    /// The credentials as an `Authorization` header, if any.
+    basic: Option<String>,
+    /// What reads send as `Authorization`, found on the first read.
+    authorization: tokio::sync::OnceCell<Option<String>>,
+    /// `http` or `https`.
+    scheme: &'static str,
     reference: &'a OciRef,
     timeout: Duration,
     /// A hint for errors: HTTPS to a registry on loopback.
@@ -389,9 +434,9 @@ struct Session<'a> {
 
 impl<'a> Session<'a> {
     fn open(reference: &'a OciRef, auth: &Auth, options: &Options) -> Result<Session<'a>, Error> {
-        let protocol = match (options.insecure, reference.is_loopback()) {
-            (false, _) => ClientProtocol::Https,
-            (true, true) => ClientProtocol::Http,
+        let (protocol, scheme) = match (options.insecure, reference.is_loopback()) {
+            (false, _) => (ClientProtocol::Https, "https"),
+            (true, true) => (ClientProtocol::Http, "http"),
             (true, false) => {
                 return Err(Error::Reference(format!(
                     "{reference}: plain HTTP (--insecure-registry) is only for a registry on a \
@@ -399,16 +444,30 @@ impl<'a> Session<'a> {
                 )));
             }
         };
+        let basic = match auth {
+            Auth::Anonymous => None,
+            Auth::Basic { username, password } => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
+            )),
+        };
         Ok(Session {
             client: shared_client(protocol, reference.registry(), auth),
             auth: auth.registry_auth(),
+            reader: reader().map_err(|message| Error::Registry {
+                registry: reference.registry().to_string(),
+                message,
+            })?,
+            basic,
+            authorization: tokio::sync::OnceCell::new(),
+            scheme,
             reference,
             timeout: options.timeout,
             https_to_loopback: !options.insecure && reference.is_loopback(),
         })
     }
 
-    fn registry_error(&self, e: oci_client::errors::OciDistributionError) -> Error {
+    fn registry_error(&self, e: impl fmt::Display) -> Error {
         let hint = if self.https_to_loopback {
             " (spoken to over HTTPS: a registry on this machine that serves plain HTTP needs \
              --insecure-registry)"
@@ -439,37 +498,21 @@ impl<'a> Session<'a> {
             })
     }
 
-    /// The raw manifest `at` (a reference by tag or digest) names, of one
-    /// of the OCI image manifest types; `None` when there is none.
+    /// The raw manifest `at` (a reference by tag or digest) names, an OCI
+    /// image manifest or index of at most [`MANIFEST_BYTES`]; `None` when
+    /// there is none.
     async fn manifest(&self, at: &OciRef) -> Result<Option<Vec<u8>>, Error> {
-        use oci_client::errors::{OciDistributionError as E, OciErrorCode};
-        let pulled = self
-            .client
-            .pull_manifest_raw(&at.0, &self.auth, &[OCI_IMAGE_MEDIA_TYPE])
-            .await;
-        let raw = match pulled {
-            Ok((raw, _)) => raw,
-            Err(E::ImageManifestNotFoundError(_)) => return Ok(None),
-            Err(E::RegistryError { envelope, .. })
-                if envelope
-                    .errors
-                    .iter()
-                    .any(|e| matches!(e.code, OciErrorCode::ManifestUnknown)) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(self.registry_error(e)),
-        };
-        if raw.len() > MANIFEST_BYTES {
-            return Err(Error::Layout {
-                reference: at.to_string(),
-                why: format!(
-                    "its manifest is {} bytes, over the {MANIFEST_BYTES} a manifest may be",
-                    raw.len()
-                ),
-            });
-        }
-        Ok(Some(raw.to_vec()))
+        let url = format!(
+            "{}://{}/v2/{}/manifests/{}",
+            self.scheme,
+            at.0.resolve_registry(),
+            at.repository(),
+            at.digest().or(at.tag()).unwrap_or("latest")
+        );
+        let accept = format!("{OCI_IMAGE_MEDIA_TYPE}, {OCI_IMAGE_INDEX_MEDIA_TYPE}");
+        let request = self.reader.get(url).header(reqwest::header::ACCEPT, accept);
+        self.read(request, MANIFEST_BYTES, &format!("the manifest {at}"))
+            .await
     }
 
     /// The blob `layer` describes, in `at`'s repository: at most
@@ -494,24 +537,18 @@ impl<'a> Session<'a> {
                 ),
             });
         }
-        let mut stream = self
-            .client
-            .pull_blob_stream(&at.0, layer)
-            .await
-            .map_err(|e| self.registry_error(e))?;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                integrity(format!("the layer {} could not be read: {e}", layer.digest))
-            })?;
-            if bytes.len() as u64 + chunk.len() as u64 > size {
-                return Err(integrity(format!(
-                    "the layer {} is longer than the {size} bytes its manifest says",
-                    layer.digest
-                )));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
+        let url = format!(
+            "{}://{}/v2/{}/blobs/{}",
+            self.scheme,
+            at.0.resolve_registry(),
+            at.repository(),
+            layer.digest
+        );
+        let what = format!("the layer {} of {at}", layer.digest);
+        let bytes = self
+            .read(self.reader.get(url), size, &what)
+            .await?
+            .ok_or_else(|| integrity(format!("the registry has no layer {}", layer.digest)))?;
         if bytes.len() as u64 != size {
             return Err(integrity(format!(
                 "the layer {} is {} bytes, not the {size} its manifest says",
@@ -527,6 +564,173 @@ impl<'a> Session<'a> {
             )));
         }
         Ok(bytes)
+    }
+
+    /// Sends `request` (a read from the registry, authorised as it asks)
+    /// and reads the answer's body, `what`, of at most `cap` bytes; `None`
+    /// when the registry has none (404).
+    async fn read(
+        &self,
+        request: reqwest::RequestBuilder,
+        cap: u64,
+        what: &str,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let request = match self.authorization().await? {
+            Some(authorization) => request.header(reqwest::header::AUTHORIZATION, authorization),
+            None => request,
+        };
+        self.fetch(request, cap, what).await
+    }
+
+    /// Sends `request` and reads the answer's body, `what`, of at most
+    /// `cap` bytes: `None` for a 404, an error naming the status (and the
+    /// start of what the registry said, at most [`ERROR_BYTES`] of it) for
+    /// another failure.
+    async fn fetch(
+        &self,
+        request: reqwest::RequestBuilder,
+        cap: u64,
+        what: &str,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.registry_error(format!("{what}: {}", with_causes(&e))))?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            let what = format!("the HTTP {status} answer for {what}");
+            let said = self.read_capped(response, ERROR_BYTES, &what).await?;
+            let said = String::from_utf8_lossy(&said);
+            let said: String = said.trim().chars().take(300).collect();
+            return Err(self.registry_error(format!("{what}: {said}")));
+        }
+        self.read_capped(response, cap, what).await.map(Some)
+    }
+
+    /// The body of `response`, `what`, if it is at most `cap` bytes. Every
+    /// read from a registry goes through here, so that none holds more
+    /// than its cap (and one network read): a `Content-Length` over the
+    /// cap is refused before a byte of the body is read, and a body
+    /// without one (chunked, or up to the connection's end) is cut off as
+    /// soon as it passes the cap.
+    async fn read_capped(
+        &self,
+        mut response: reqwest::Response,
+        cap: u64,
+        what: &str,
+    ) -> Result<Vec<u8>, Error> {
+        let too_large = |how: String| {
+            self.registry_error(format!("{what} is over its cap of {cap} bytes ({how})"))
+        };
+        let declared = response.content_length();
+        if let Some(length) = declared.filter(|&length| length > cap) {
+            return Err(too_large(format!(
+                "Content-Length {length}; none of it was read"
+            )));
+        }
+        let mut body = Vec::with_capacity(usize::try_from(declared.unwrap_or(0)).unwrap_or(0));
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.registry_error(format!("{what}: {}", with_causes(&e))))?
+        {
+            let read = body.len() as u64 + chunk.len() as u64;
+            if read > cap {
+                return Err(too_large(format!(
+                    "sent without a Content-Length; reading stopped at {read} bytes"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// What reads send as `Authorization`, as the registry's `GET /v2/`
+    /// asks (once per operation): nothing when it asks for nothing, the
+    /// credentials for a `Basic` challenge, and for a `Bearer` one a token
+    /// to pull the repository from its token service (sent the
+    /// credentials, if any).
+    async fn authorization(&self) -> Result<Option<String>, Error> {
+        let found = self.authorization.get_or_try_init(|| async {
+            let v2 = format!(
+                "{}://{}/v2/",
+                self.scheme,
+                self.reference.0.resolve_registry()
+            );
+            let response = self
+                .reader
+                .get(v2)
+                .send()
+                .await
+                .map_err(|e| self.registry_error(with_causes(&e)))?;
+            let Some(challenge) = response
+                .headers()
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+            else {
+                return Ok(None);
+            };
+            let Some(params) = bearer_challenge(challenge) else {
+                return Ok(self.basic.clone());
+            };
+            let param = |name: &str| params.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+            let realm = param("realm").ok_or_else(|| {
+                self.registry_error(format!("its challenge names no token service: {challenge}"))
+            })?;
+            let mut url = reqwest::Url::parse(realm).map_err(|e| {
+                self.registry_error(format!("its token service {realm} is not a URL: {e}"))
+            })?;
+            let scope = format!("repository:{}:pull", self.reference.repository());
+            url.query_pairs_mut().append_pair("scope", &scope);
+            if let Some(service) = param("service") {
+                url.query_pairs_mut().append_pair("service", service);
+            }
+            let mut request = self.reader.get(url);
+            if let Some(basic) = &self.basic {
+                request = request.header(reqwest::header::AUTHORIZATION, basic);
+            }
+            let what = format!("the token from {realm}");
+            #[derive(serde::Deserialize)]
+            struct Token {
+                token: Option<String>,
+                access_token: Option<String>,
+            }
+            let answer = self
+                .fetch(request, TOKEN_BYTES, &what)
+                .await?
+                .ok_or_else(|| self.registry_error(format!("{what}: HTTP 404")))?;
+            let token = serde_json::from_slice::<Token>(&answer)
+                .ok()
+                .and_then(|t| t.token.or(t.access_token))
+                .ok_or_else(|| self.registry_error(format!("{what}: no token in its answer")))?;
+            Ok(Some(format!("Bearer {token}")))
+        });
+        found.await.cloned()
+    }
+}
+
+/// The parameters (`realm`, `service`, ...; names in lower case) of a
+/// `WWW-Authenticate` challenge of the `Bearer` scheme; `None` for another.
+fn bearer_challenge(challenge: &str) -> Option<Vec<(String, String)>> {
+    let (scheme, mut rest) = challenge.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let mut params = Vec::new();
+    loop {
+        rest = rest.trim_start_matches([' ', ',']);
+        let Some((name, after)) = rest.split_once('=') else {
+            return Some(params);
+        };
+        let (value, after) = match after.strip_prefix('"') {
+            Some(quoted) => quoted.split_once('"')?,
+            None => after.split_once(',').unwrap_or((after, "")),
+        };
+        params.push((name.trim().to_ascii_lowercase(), value.to_string()));
+        rest = after;
     }
 }
 
@@ -577,11 +781,7 @@ pub async fn publish(
                 .push(&reference.0, &layers, config, &session.auth, Some(manifest))
                 .await
                 .map_err(|e| session.registry_error(e))?;
-            let manifest_digest = session
-                .client
-                .fetch_manifest_digest(&reference.0, &session.auth)
-                .await
-                .map_err(|e| session.registry_error(e))?;
+            let (manifest_digest, _) = resolve(&session).await?;
             Ok(Artifact {
                 pinned: reference.pinned(&manifest_digest),
                 manifest_digest,
@@ -591,10 +791,11 @@ pub async fn publish(
         .await
 }
 
-/// Resolves `reference` to its manifest's digest (once: a tag that moves
-/// meanwhile changes nothing), and pulls the component by that digest,
-/// checked: one `application/wasm` layer of at most `max_bytes`, under the
-/// wasm config type, with the size and SHA-256 its manifest gives.
+/// Reads the manifest `reference` names (once: a tag that moves meanwhile
+/// changes nothing), pins the reference to its digest, and pulls the
+/// component it names, checked: one `application/wasm` layer of at most
+/// `max_bytes`, under the wasm config type, with the size and SHA-256 its
+/// manifest gives.
 pub async fn pull(
     reference: &OciRef,
     auth: &Auth,
@@ -604,23 +805,12 @@ pub async fn pull(
     let session = Session::open(reference, auth, options)?;
     session
         .within(async {
-            let manifest_digest = resolve(&session).await?;
+            let (manifest_digest, raw) = resolve(&session).await?;
             let pinned = reference.pinned(&manifest_digest);
             let layout = |why: String| Error::Layout {
                 reference: pinned.to_string(),
                 why,
             };
-            let raw = session
-                .manifest(&pinned)
-                .await?
-                .ok_or_else(|| layout("the registry has no such manifest".into()))?;
-            let received = sha256(&raw);
-            if received != manifest_digest {
-                return Err(Error::Integrity {
-                    reference: pinned.to_string(),
-                    why: format!("the manifest's digest is {received}, not {manifest_digest}"),
-                });
-            }
             let manifest: OciImageManifest = serde_json::from_slice(&raw)
                 .map_err(|e| layout(format!("its manifest is not an OCI image manifest: {e}")))?;
             if manifest.config.media_type != WASM_CONFIG {
@@ -654,17 +844,25 @@ pub async fn pull(
         .await
 }
 
-/// The digest of the manifest `session`'s reference names: its own when
-/// it is pinned, else the tag's now.
-async fn resolve(session: &Session<'_>) -> Result<String, Error> {
-    match session.reference.digest() {
-        Some(digest) => Ok(digest.to_string()),
-        None => session
-            .client
-            .fetch_manifest_digest(&session.reference.0, &session.auth)
-            .await
-            .map_err(|e| session.registry_error(e)),
+/// The manifest `session`'s reference names, read once, and its digest:
+/// the SHA-256 of its bytes, which must be the reference's own digest
+/// when it has one.
+async fn resolve(session: &Session<'_>) -> Result<(String, Vec<u8>), Error> {
+    let reference = session.reference;
+    let raw = session
+        .manifest(reference)
+        .await?
+        .ok_or_else(|| session.registry_error(format!("it has no manifest {reference}")))?;
+    let digest = sha256(&raw);
+    if let Some(pinned) = reference.digest()
+        && pinned != digest
+    {
+        return Err(Error::Integrity {
+            reference: reference.to_string(),
+            why: format!("the manifest's digest is {digest}, not {pinned}"),
+        });
     }
+    Ok((digest, raw))
 }
 
 /// What `reference`'s tag resolves to now (its own digest when pinned).
@@ -674,7 +872,9 @@ pub async fn resolve_digest(
     options: &Options,
 ) -> Result<String, Error> {
     let session = Session::open(reference, auth, options)?;
-    session.within(resolve(&session)).await
+    session
+        .within(async { resolve(&session).await.map(|(digest, _)| digest) })
+        .await
 }
 
 #[cfg(test)]
@@ -719,6 +919,26 @@ mod tests {
         assert!(Session::open(&remote, &Auth::Anonymous, &Options::default()).is_ok());
         let local = OciRef::parse("oci://127.0.0.1:5000/acme/wc:1").unwrap();
         assert!(Session::open(&local, &Auth::Anonymous, &insecure).is_ok());
+    }
+
+    #[test]
+    fn bearer_challenges_are_read_with_commas_in_quotes() {
+        let params = bearer_challenge(
+            r#"Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:a/b:pull,push""#,
+        )
+        .unwrap();
+        let param = |name: &str| {
+            params
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(param("realm"), Some("https://ghcr.io/token"));
+        assert_eq!(param("service"), Some("ghcr.io"));
+        assert_eq!(param("scope"), Some("repository:a/b:pull,push"));
+        let unquoted = bearer_challenge("bearer realm=https://r.example/token, service=r").unwrap();
+        assert_eq!(unquoted[1], ("service".to_string(), "r".to_string()));
+        assert!(bearer_challenge(r#"Basic realm="Registry""#).is_none());
     }
 
     #[test]
