@@ -20,7 +20,11 @@ const SECRET: &str = "s3cr3t/t0ken+with=odd chars";
 /// A loopback server that answers each request with what it received: the
 /// `Authorization` header as `x-echo-authorization`, and in the body the
 /// request's head and body as they are, in base64, and percent-encoded.
-/// Every request it received is kept, in order.
+/// Every request it received is kept, in order. The path asks for tricks:
+/// `/gzip` claims a compressed body, `/two-codings` a second
+/// `Content-Encoding` header, `/te-gzip` a compressed transfer coding;
+/// `/json` and `/html` escape the body as JSON or HTML; `/name` echoes
+/// the `Authorization` header's value, percent-encoded, in a header's name.
 async fn echo_server() -> (u16, Arc<Mutex<Vec<String>>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -73,16 +77,45 @@ async fn echo_server() -> (u16, Arc<Mutex<Vec<String>>>) {
                     base64::engine::general_purpose::STANDARD.encode(&head)
                 );
                 let auth = header("authorization").unwrap_or_default();
-                // Asked for, the echo claims to be compressed.
-                let encoding = if head.starts_with("GET /gzip") {
-                    "content-encoding: gzip\r\n"
+                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+                let body = if path.starts_with("/json") {
+                    serde_json::to_string(&body).unwrap()
+                } else if path.starts_with("/html") {
+                    body.replace('&', "&amp;")
+                        .replace('<', "&lt;")
+                        .replace('>', "&gt;")
+                        .replace('"', "&quot;")
+                        .replace('\'', "&#x27;")
                 } else {
-                    ""
+                    body
+                };
+                let mut extra = match path.as_str() {
+                    "/gzip" => "content-encoding: gzip\r\n".to_string(),
+                    "/two-codings" => {
+                        "content-encoding: identity\r\ncontent-encoding: gzip\r\n".into()
+                    }
+                    "/name" => {
+                        let name: String = auth
+                            .bytes()
+                            .map(|b| match b {
+                                b if b.is_ascii_alphanumeric() => (b as char).to_string(),
+                                b => format!("%{b:02X}"),
+                            })
+                            .collect();
+                        format!("x-{name}: 1\r\n")
+                    }
+                    _ => String::new(),
+                };
+                let body = if path == "/te-gzip" {
+                    extra.push_str("transfer-encoding: gzip, chunked\r\n");
+                    format!("{:x}\r\n{body}\r\n0\r\n\r\n", body.len())
+                } else {
+                    extra.push_str(&format!("content-length: {}\r\n", body.len()));
+                    body
                 };
                 let response = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-echo-authorization: \
-                     {auth}\r\n{encoding}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
+                     {auth}\r\n{extra}connection: close\r\n\r\n{body}"
                 );
                 let _ = stream.write_all(response.as_bytes()).await;
             });
@@ -112,9 +145,14 @@ fn assert_clean(what: &str, text: &str) {
 /// The secret's file, and a configuration granting `exfil` both loopback
 /// names, with a secret for `127.0.0.1:{port}`.
 fn setup(port: u16, secret: SecretConfig) -> (Config, tempfile::TempDir) {
+    setup_value(port, secret, SECRET)
+}
+
+/// [`setup`] with the secret `value`.
+fn setup_value(port: u16, secret: SecretConfig, value: &str) -> (Config, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("api-token");
-    std::fs::write(&file, format!("{SECRET}\n")).unwrap();
+    std::fs::write(&file, format!("{value}\n")).unwrap();
     let mut config = config();
     config.tools.insert(
         "exfil".into(),
@@ -329,8 +367,9 @@ async fn a_secret_for_other_tools_is_not_sent() {
 }
 
 /// A request carrying a secret asks for the response uncompressed and
-/// whole (no ranges); a compressed one, which redaction could not read,
-/// reaches the guest as an error.
+/// whole (no ranges); one with any content or transfer coding redaction
+/// could not read through (claimed once, in a second header, or as a
+/// transfer coding) reaches the guest as an error.
 #[tokio::test]
 async fn a_response_that_could_hide_the_secret_is_not_handed_to_the_guest() {
     let (port, seen) = echo_server().await;
@@ -338,19 +377,22 @@ async fn a_response_that_could_hide_the_secret_is_not_handed_to_the_guest() {
     let (config, _secret_dir) = setup(port, SecretConfig::default());
     let (airlock, _dir) = with_component(guests::EXFIL, config).await;
     let mut cx = airlock.context();
-    let input = json!({"from": format!("127.0.0.1:{port}"), "path": "/gzip",
-                       "to": format!("localhost:{second}")});
-    let output = ok_text(
-        &airlock
-            .call(&mut cx, ToolUse::new("z", "exfil", input))
-            .await,
-    );
-    assert!(
-        output.contains("the request failed") && output.contains("compressed"),
-        "{output}"
-    );
-    assert_clean("the output", &output);
+    for path in ["/gzip", "/two-codings", "/te-gzip"] {
+        let input = json!({"from": format!("127.0.0.1:{port}"), "path": path,
+                           "to": format!("localhost:{second}")});
+        let output = ok_text(
+            &airlock
+                .call(&mut cx, ToolUse::new("z", "exfil", input))
+                .await,
+        );
+        assert!(
+            output.contains("the request failed") && output.contains("came with the coding"),
+            "{path}: {output}"
+        );
+        assert_clean("the output", &output);
+    }
     let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
     assert!(
         requests[0]
             .to_ascii_lowercase()
@@ -358,6 +400,50 @@ async fn a_response_that_could_hide_the_secret_is_not_handed_to_the_guest() {
         "{}",
         requests[0]
     );
+}
+
+/// A secret with the characters servers escape comes back escaped (as
+/// JSON, as HTML) or percent-encoded in a header's name: the guest sees
+/// `[secret api]` in its place each time.
+#[tokio::test]
+async fn a_secret_echoed_escaped_or_in_a_header_name_is_redacted() {
+    const AWKWARD: &str = "aw\"k\\wa<r&d>'s3cr3t";
+    let (port, _seen) = echo_server().await;
+    let (second, loot) = echo_server().await;
+    let (config, _secret_dir) = setup_value(port, SecretConfig::default(), AWKWARD);
+    let (airlock, _dir) = with_component(guests::EXFIL, config).await;
+    let mut cx = airlock.context();
+    let json_form = serde_json::to_string(AWKWARD).unwrap();
+    let json_form = json_form.trim_matches('"');
+    let html_form = "aw&quot;k\\wa&lt;r&amp;d&gt;&#x27;s3cr3t";
+    let name_form = "aw%22k%5Cwa%3Cr%26d%3E%27s3cr3t".to_ascii_lowercase();
+    for (path, form) in [
+        ("/json", json_form),
+        ("/html", html_form),
+        ("/name", name_form.as_str()),
+    ] {
+        let input = json!({"from": format!("127.0.0.1:{port}"), "path": path,
+                           "to": format!("localhost:{second}")});
+        let output = ok_text(
+            &airlock
+                .call(&mut cx, ToolUse::new("j", "exfil", input))
+                .await,
+        );
+        assert!(output.contains("status 200"), "{path}: {output}");
+        for held in [AWKWARD, json_form, html_form, name_form.as_str()] {
+            assert!(
+                !output.contains(held),
+                "{path}: the output holds {held:?}:\n{output}"
+            );
+        }
+        if path == "/name" {
+            assert!(!output.contains("x-bearer"), "{output}");
+        } else {
+            assert!(output.contains("[secret api]"), "{path}: {output}");
+        }
+        let sent = loot.lock().unwrap().pop().unwrap();
+        assert!(!sent.contains(form), "{path}: the second host got {form:?}");
+    }
 }
 
 /// Misconfigurations are refused when the configuration is loaded, naming

@@ -1,8 +1,9 @@
 //! Secrets: credentials the host adds to a tool's outgoing requests at the
 //! sandbox's edge, so the guest never holds them, and takes back out of
 //! everything a tool hands on (a response given to the guest, outputs,
-//! errors, log lines), with their base64 and URL encodings, as
-//! `[secret NAME]`.
+//! errors, log lines) as `[secret NAME]`: in any ASCII case, base64 or hex
+//! encoded, and with any of its characters written as a server's escapes
+//! write them (percent, JSON and JavaScript, HTML; once or nested).
 //!
 //! [`Secrets::load`] reads `[secrets.NAME]` and checks it against the
 //! grants; [`Secrets::injections`] says what one request gets;
@@ -14,7 +15,6 @@ use crate::config::{Config, SecretConfig, ToolConfig};
 use crate::descriptor::{is_env_name, is_host_pattern};
 use crate::error::LoadError;
 use crate::tool::{ContentBlock, ToolOutput};
-use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine as _;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -29,11 +29,12 @@ pub const MIN_SECRET_BYTES: usize = 8;
 #[derive(Default)]
 pub struct Secrets {
     list: Vec<Secret>,
-    /// Every form of every value, longest match first.
-    matcher: Option<AhoCorasick>,
-    /// `[secret NAME]` for each pattern of `matcher`.
+    /// Every form of every value: one group per secret, longest value
+    /// first ([`pattern`]).
+    matcher: Option<regex::bytes::Regex>,
+    /// `[secret NAME]` for each group of `matcher`, in order.
     replacements: Vec<String>,
-    /// The longest pattern, in bytes.
+    /// The longest text `matcher` can match, in bytes.
     longest: usize,
 }
 
@@ -113,33 +114,55 @@ impl Secrets {
         for (name, sc) in &config.secrets {
             list.push(load_one(name, sc, &config.tools)?);
         }
-        Ok(Secrets::from_list(list))
+        Secrets::from_list(list)
     }
 
-    fn from_list(list: Vec<Secret>) -> Secrets {
-        let mut patterns: Vec<Vec<u8>> = Vec::new();
-        let mut replacements = Vec::new();
-        for secret in &list {
-            for form in forms(&secret.value) {
-                if !patterns.contains(&form) {
-                    patterns.push(form);
-                    replacements.push(format!("[secret {}]", secret.name));
-                }
-            }
-        }
-        let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
-        let matcher = (!patterns.is_empty()).then(|| {
-            AhoCorasick::builder()
-                .match_kind(MatchKind::LeftmostLongest)
-                .build(&patterns)
-                .expect("a few short literal patterns always build")
-        });
-        Secrets {
+    fn from_list(mut list: Vec<Secret>) -> Result<Secrets, LoadError> {
+        // Leftmost-first: a longer value containing a shorter one is found
+        // whole when it is tried first.
+        list.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
+        let replacements = list
+            .iter()
+            .map(|s| format!("[secret {}]", s.name))
+            .collect();
+        let longest = list
+            .iter()
+            .map(|s| longest_form(&s.value))
+            .max()
+            .unwrap_or(0);
+        let matcher = if list.is_empty() {
+            None
+        } else {
+            let groups: Vec<String> = list
+                .iter()
+                .map(|s| format!("({})", pattern(&s.value)))
+                .collect();
+            let built = regex::bytes::RegexBuilder::new(&format!("(?i-u){}", groups.join("|")))
+                .size_limit(MATCHER_BYTES)
+                .build()
+                .map_err(|_| {
+                    LoadError::Grants(format!(
+                        "secrets: the values are too long together to be found in every form \
+                         (their matcher would pass {} MiB)",
+                        MATCHER_BYTES >> 20
+                    ))
+                })?;
+            Some(built)
+        };
+        Ok(Secrets {
             list,
             matcher,
             replacements,
             longest,
-        }
+        })
+    }
+
+    /// `[secret NAME]` for the secret a match of `matcher` found.
+    fn replacement(&self, found: &regex::bytes::Captures<'_>) -> &str {
+        let group = (1..found.len())
+            .find(|&i| found.get(i).is_some())
+            .expect("every match is one secret's group");
+        &self.replacements[group - 1]
     }
 
     /// Whether no secret is configured.
@@ -186,24 +209,30 @@ impl Secrets {
     /// `text` with every secret (and each of its encodings) replaced by
     /// `[secret NAME]`.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        match &self.matcher {
-            Some(m) if m.is_match(text) => Cow::Owned(m.replace_all(text, &self.replacements)),
-            _ => Cow::Borrowed(text),
+        match self.redact_bytes(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            // Every form begins and ends on a whole character.
+            Cow::Owned(clean) => Cow::Owned(
+                String::from_utf8(clean)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
         }
     }
 
     /// Whether `text` carries a secret, in any of its forms.
     pub fn contains(&self, text: &str) -> bool {
-        self.matcher.as_ref().is_some_and(|m| m.is_match(text))
+        self.matcher
+            .as_ref()
+            .is_some_and(|m| m.is_match(text.as_bytes()))
     }
 
     /// [`Secrets::redact`] for bytes.
     pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
         match &self.matcher {
-            Some(m) if m.is_match(bytes) => {
-                Cow::Owned(m.replace_all_bytes(bytes, &self.replacements))
-            }
-            _ => Cow::Borrowed(bytes),
+            Some(m) => m.replace_all(bytes, |found: &regex::bytes::Captures<'_>| {
+                self.replacement(found).as_bytes().to_vec()
+            }),
+            None => Cow::Borrowed(bytes),
         }
     }
 
@@ -330,12 +359,13 @@ impl Redactor {
         let mut cut = buf.len().saturating_sub(self.secrets.longest - 1);
         let mut out = Vec::with_capacity(buf.len());
         let mut at = 0;
-        for m in matcher.find_iter(&buf) {
+        for found in matcher.captures_iter(&buf) {
+            let m = found.get(0).expect("a match has its whole");
             if m.start() >= cut {
                 break;
             }
             out.extend_from_slice(&buf[at..m.start()]);
-            out.extend_from_slice(self.secrets.replacements[m.pattern().as_usize()].as_bytes());
+            out.extend_from_slice(self.secrets.replacement(&found).as_bytes());
             at = m.end();
             cut = cut.max(m.end());
         }
@@ -498,18 +528,30 @@ fn load_one(
     })
 }
 
-/// Every form of `value` that text may carry it in: as it is; base64
-/// (standard and URL-safe, padded or not, and at each of the three
-/// alignments it can have inside a longer encoding); percent-encoded.
-fn forms(value: &str) -> Vec<Vec<u8>> {
+/// The most a compiled matcher of every secret may take: a value of a
+/// few thousand characters fits.
+const MATCHER_BYTES: usize = 64 << 20;
+
+/// The longest text one character of a value can be written as in
+/// [`char_forms`]: four escaped backslashes (48 bytes) before a nested
+/// HTML reference with its punctuation escaped (77).
+const LONGEST_CHAR_FORM: usize = 128;
+
+/// The regular expression (ASCII case-insensitive, bytes) of every form
+/// of `value` that text may carry it in: the value's bytes in base64
+/// (standard and URL-safe, padded or not, at each of the three alignments
+/// it can have inside a longer encoding) or in hex; or its characters one
+/// after another, each as it is or escaped ([`char_forms`]), so that any
+/// mixture of escapes a server applies is found.
+fn pattern(value: &str) -> String {
     let bytes = value.as_bytes();
-    let mut forms = vec![bytes.to_vec()];
+    let mut encoded = vec![hex(bytes)];
     let engines = [
         base64::engine::general_purpose::STANDARD,
         base64::engine::general_purpose::URL_SAFE,
     ];
     for engine in &engines {
-        forms.push(engine.encode(bytes).into_bytes());
+        encoded.push(engine.encode(bytes));
     }
     let unpadded = [
         base64::engine::general_purpose::STANDARD_NO_PAD,
@@ -522,19 +564,92 @@ fn forms(value: &str) -> Vec<Vec<u8>> {
             let rest = &bytes[skip.min(bytes.len())..];
             let whole = rest.len() / 3 * 3;
             if whole >= 6 {
-                forms.push(engine.encode(&rest[..whole]).into_bytes());
+                encoded.push(engine.encode(&rest[..whole]));
             }
         }
     }
-    for set in [COMPONENT, QUERY_VALUE] {
-        let encoded = percent_encoding::utf8_percent_encode(value, set).to_string();
-        forms.push(lowercase_escapes(&encoded).into_bytes());
-        forms.push(encoded.replace("%20", "+").into_bytes());
-        forms.push(encoded.into_bytes());
+    encoded.sort();
+    encoded.dedup();
+    let mut alternatives: Vec<String> = encoded.iter().map(|e| regex::escape(e)).collect();
+    alternatives.push(value.chars().map(char_forms).collect());
+    alternatives.join("|")
+}
+
+/// The longest text [`pattern`] matches for `value`.
+fn longest_form(value: &str) -> usize {
+    let base64 = value.len().div_ceil(3) * 4;
+    (value.chars().count() * LONGEST_CHAR_FORM)
+        .max(base64)
+        .max(2 * value.len())
+}
+
+/// Every way one character `c` is commonly written, alone or after up to
+/// four backslashes (an escape, or a JSON string escaped again): as it
+/// is; percent-encoded (each UTF-8 byte, the `%` itself encoded up to twice
+/// more, `+` for a space); as a JSON or JavaScript escape (`uXXXX`, a
+/// surrogate pair above the BMP, `xXX`); as an HTML character reference
+/// (decimal, hex, or named for `& < > " '`, the `&` itself escaped up to
+/// twice more). The backslashes and the references' punctuation may be
+/// escaped in turn ([`punct`]), as a second encoding leaves them.
+fn char_forms(c: char) -> String {
+    let backslash = punct(b'\\');
+    let mut utf8 = [0; 4];
+    let bytes = c.encode_utf8(&mut utf8).as_bytes();
+    let literal = if c.is_ascii() {
+        regex::escape(c.encode_utf8(&mut [0; 4]))
+    } else {
+        bytes.iter().map(|b| format!(r"\x{b:02x}")).collect()
+    };
+    let percent: String = bytes.iter().map(|b| format!("{PERCENT}{b:02x}")).collect();
+    let mut forms = vec![literal, percent];
+    if c == ' ' {
+        forms.push(r"\+".into());
     }
-    forms.sort();
-    forms.dedup();
-    forms
+    let mut units = [0; 2];
+    let json: Vec<String> = c
+        .encode_utf16(&mut units)
+        .iter()
+        .map(|u| format!("u{u:04x}"))
+        .collect();
+    forms.push(json.join(&format!("{backslash}{{1,4}}")));
+    let code = u32::from(c);
+    if code <= 0xff {
+        forms.push(format!("x{code:02x}"));
+    }
+    let (amp, hash, semi) = (punct(b'&'), punct(b'#'), punct(b';'));
+    let amp = format!("{amp}(?:amp{semi}){{0,2}}");
+    forms.push(format!("{amp}{hash}0{{0,4}}{code}{semi}"));
+    forms.push(format!("{amp}{hash}x0{{0,4}}{code:x}{semi}"));
+    let named = match c {
+        '&' => Some("amp"),
+        '<' => Some("lt"),
+        '>' => Some("gt"),
+        '"' => Some("quot"),
+        '\'' => Some("apos"),
+        _ => None,
+    };
+    if let Some(name) = named {
+        forms.push(format!("{amp}{name}{semi}"));
+    }
+    format!("{backslash}{{0,4}}(?:{})", forms.join("|"))
+}
+
+/// A percent sign (or its JavaScript escape), itself percent-encoded up
+/// to twice more: at most 10 bytes.
+const PERCENT: &str = r"(?:%|\\x25|\\u0025)(?:25){0,2}";
+
+/// The ASCII punctuation `byte` as it is, percent-encoded ([`PERCENT`]),
+/// as a JavaScript escape (`\xHH`, `\u00HH`) or as an HTML reference
+/// (`&#DD;`, `&#xHH;`): at most 12 bytes.
+fn punct(byte: u8) -> String {
+    format!(
+        r"(?:\x{byte:02x}|{PERCENT}{byte:02x}|\\x{byte:02x}|\\u00{byte:02x}|&#0{{0,4}}{byte};|&#x0{{0,4}}{byte:02x};)"
+    )
+}
+
+/// `bytes` in lowercase hex (matched in any case).
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// How an injected query parameter's value is encoded: all but letters,
@@ -544,31 +659,6 @@ pub const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPH
     .remove(b'.')
     .remove(b'_')
     .remove(b'~');
-
-/// What `encodeURIComponent` leaves alone: letters, digits and `-_.!~*'()`.
-const COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'!')
-    .remove(b'~')
-    .remove(b'*')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')');
-
-/// `text` with the hex digits of its percent escapes in lowercase.
-fn lowercase_escapes(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        out.push(c);
-        if c == '%' {
-            out.extend(chars.by_ref().take(2).map(|d| d.to_ascii_lowercase()));
-        }
-    }
-    out
-}
 
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b)
@@ -619,16 +709,19 @@ mod tests {
     const VALUE: &str = "tok/en+with=odd chars 123";
 
     fn secrets() -> Arc<Secrets> {
-        Arc::new(Secrets::from_list(vec![Secret {
-            name: "api".into(),
-            value: VALUE.into(),
-            hosts: vec!["api.example.com".into(), "localhost:8080".into()],
-            apply: Apply::Header {
-                name: "X-Key".into(),
-                format: "{value}".into(),
-            },
-            tools: Some(vec!["fetch".into()]),
-        }]))
+        Arc::new(
+            Secrets::from_list(vec![Secret {
+                name: "api".into(),
+                value: VALUE.into(),
+                hosts: vec!["api.example.com".into(), "localhost:8080".into()],
+                apply: Apply::Header {
+                    name: "X-Key".into(),
+                    format: "{value}".into(),
+                },
+                tools: Some(vec!["fetch".into()]),
+            }])
+            .unwrap(),
+        )
     }
 
     use std::sync::Arc;
@@ -676,7 +769,8 @@ mod tests {
             hosts: vec!["api.example.com".into()],
             apply: Apply::Query { name: "key".into() },
             tools: None,
-        }]);
+        }])
+        .unwrap();
         let injections = s.injections("t", "https", "api.example.com", None);
         let [Injection::Query { encoded, .. }] = &injections[..] else {
             panic!("one query injection: {injections:?}")
@@ -761,6 +855,163 @@ mod tests {
         );
         assert_eq!(output.changes.len(), 1, "{:?}", output.changes);
         assert!(format!("{s:?}").contains("api") && !format!("{s:?}").contains(VALUE));
+    }
+
+    /// A secret with the characters servers escape: quotes, a backslash,
+    /// `<&>`, a space and a non-ASCII letter.
+    const AWKWARD: &str = "p@ss\"w\\rd<&>'x é9";
+
+    fn awkward() -> Secrets {
+        Secrets::from_list(vec![Secret {
+            name: "k".into(),
+            value: AWKWARD.into(),
+            hosts: vec!["api.example.com".into()],
+            apply: Apply::Query { name: "key".into() },
+            tools: None,
+        }])
+        .unwrap()
+    }
+
+    /// Ways a server hands back what it got, one after another: `json`
+    /// is a JSON string's inside.
+    fn json(text: &str) -> String {
+        let quoted = serde_json::to_string(text).unwrap();
+        quoted[1..quoted.len() - 1].to_string()
+    }
+    fn json_ascii(text: &str) -> String {
+        text.chars()
+            .map(|c| match c {
+                c if c.is_ascii_alphanumeric() => c.to_string(),
+                c => c
+                    .encode_utf16(&mut [0; 2])
+                    .iter()
+                    .map(|u| format!("\\u{u:04X}"))
+                    .collect(),
+            })
+            .collect()
+    }
+    fn html(text: &str) -> String {
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+            .replace('\'', "&#x27;")
+    }
+    fn html_numeric(text: &str) -> String {
+        text.chars()
+            .map(|c| match c {
+                '&' | '<' | '>' | '"' | '\'' | 'é' => format!("&#{};", u32::from(c)),
+                c => c.to_string(),
+            })
+            .collect()
+    }
+    fn percent(text: &str) -> String {
+        percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+    }
+    fn js_hex(text: &str) -> String {
+        text.chars()
+            .map(|c| match c {
+                c if c.is_ascii_alphanumeric() => c.to_string(),
+                c if u32::from(c) <= 0xff => format!("\\x{:02x}", u32::from(c)),
+                c => c.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn escaped_forms_a_server_writes_are_redacted() {
+        let s = awkward();
+        let hex_upper: String = AWKWARD.bytes().map(|b| format!("{b:02X}")).collect();
+        let forms = [
+            AWKWARD.to_string(),
+            AWKWARD.to_ascii_uppercase(),
+            json(AWKWARD),
+            json(&json(AWKWARD)),
+            json_ascii(AWKWARD),
+            html(AWKWARD),
+            html(&html(AWKWARD)),
+            html_numeric(AWKWARD),
+            html(&json(AWKWARD)),
+            json(&html(AWKWARD)),
+            percent(AWKWARD),
+            percent(&percent(AWKWARD)),
+            percent(&json(AWKWARD)),
+            js_hex(AWKWARD),
+            hex_upper,
+            base64::engine::general_purpose::STANDARD.encode(AWKWARD),
+        ];
+        for form in forms {
+            let text = format!("{{\"echo\": {form} }}");
+            let clean = s.redact(&text);
+            assert_eq!(clean, "{\"echo\": [secret k] }", "{form}");
+            assert!(s.contains(&text));
+        }
+        // A header's name arrives in lowercase.
+        let name = format!("x-{}", percent(AWKWARD).to_ascii_lowercase());
+        assert!(s.contains(&name), "{name}");
+    }
+
+    /// One character of [`AWKWARD`] changed is not it.
+    #[test]
+    fn near_misses_are_left_alone() {
+        let s = awkward();
+        for near in [
+            AWKWARD.replace('é', "e"),
+            AWKWARD.replace('"', "'"),
+            json(&AWKWARD[1..]),
+            html(&AWKWARD.replace('x', "y")),
+        ] {
+            assert!(!s.contains(&near), "{near}");
+            assert!(matches!(s.redact(&near), Cow::Borrowed(_)));
+        }
+    }
+
+    proptest! {
+        /// Whatever value, and whatever chain of escapes and case a server
+        /// applies to it, the text it writes back is redacted; and however
+        /// that text is cut into a stream, it is redacted as a whole.
+        #[test]
+        fn a_value_escaped_any_way_is_redacted(
+            value in "[a-zA-Z0-9 \"\\\\<>&'/+=%é€😀]{8,24}",
+            steps in proptest::collection::vec(0usize..8, 0..3),
+            cuts in proptest::collection::vec(0usize..400, 0..6),
+        ) {
+            let s = Secrets::from_list(vec![Secret {
+                name: "v".into(),
+                value: value.clone(),
+                hosts: vec!["h.example".into()],
+                apply: Apply::Query { name: "key".into() },
+                tools: None,
+            }]).unwrap();
+            let mut text = value.clone();
+            for step in steps {
+                text = match step {
+                    0 => json(&text),
+                    1 => json_ascii(&text),
+                    2 => html(&text),
+                    3 => html_numeric(&text),
+                    4 => percent(&text),
+                    5 => js_hex(&text),
+                    6 => text.to_ascii_uppercase(),
+                    _ => text.to_ascii_lowercase(),
+                };
+            }
+            let text = format!("#{{{text}}}#");
+            let clean = s.redact(&text).into_owned();
+            prop_assert!(clean.starts_with("#{") && clean.ends_with("}#"), "{}", clean);
+            prop_assert!(clean.contains("[secret v]"), "{} from {}", clean, text);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
+            cuts.sort();
+            let mut redactor = Redactor::new(Arc::new(s));
+            let mut out = Vec::new();
+            let mut at = 0;
+            for cut in cuts.into_iter().chain([text.len()]) {
+                out.extend(redactor.push(&text.as_bytes()[at..cut]));
+                at = cut;
+            }
+            out.extend(redactor.finish());
+            prop_assert_eq!(String::from_utf8_lossy(&out).into_owned(), clean);
+        }
     }
 
     proptest! {

@@ -135,18 +135,13 @@ impl WasiHttpHooks for NetHooks {
                 wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
             let mut response = response.map(BodyExt::boxed_unsync);
             if let Some(secrets) = secrets {
-                // A compressed answer to a request carrying a secret could
-                // carry it back where redaction cannot see it.
-                let encoded = response
-                    .headers()
-                    .get(http::header::CONTENT_ENCODING)
-                    .is_some_and(|e| !e.as_bytes().eq_ignore_ascii_case(b"identity"));
-                if injected && encoded {
-                    return Err(HttpError::InternalError(Some(
-                        "the response to a request carrying a secret was compressed, which \
-                         Airlock cannot redact"
-                            .into(),
-                    )));
+                if injected && let Some(coding) = opaque_coding(response.headers()) {
+                    return Err(HttpError::InternalError(Some(format!(
+                        "the response to a request carrying a secret came with the coding \
+                         `{coding}`: Airlock hands such a response to the tool only as it was \
+                         sent (no content or transfer coding but chunked), so that redaction \
+                         reads every byte"
+                    ))));
                 }
                 response = redact_response(response, secrets);
             }
@@ -162,6 +157,30 @@ fn port_of(uri: &http::Uri) -> Option<u16> {
         Some("https") => Some(443),
         _ => None,
     })
+}
+
+/// The first content or transfer coding of a response that hides its
+/// bytes from redaction: anything but `identity` in any `Content-Encoding`
+/// header, anything but `chunked` (which hyper has undone) and `identity`
+/// in any `Transfer-Encoding` header.
+fn opaque_coding(headers: &http::HeaderMap) -> Option<String> {
+    let codings = |name, plain: &'static [&'static str]| {
+        headers.get_all(name).into_iter().flat_map(move |value| {
+            let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            let codings: Vec<String> = text
+                .split(',')
+                .map(|c| c.trim().to_ascii_lowercase())
+                .filter(|c| !c.is_empty() && !plain.contains(&c.as_str()))
+                .collect();
+            codings
+        })
+    };
+    codings(http::header::CONTENT_ENCODING, &["identity"])
+        .chain(codings(
+            http::header::TRANSFER_ENCODING,
+            &["identity", "chunked"],
+        ))
+        .next()
 }
 
 /// Adds the secrets for the request's host to it, replacing any header or
@@ -243,7 +262,22 @@ fn redact_response(
     http::Response::from_parts(parts, body.boxed_unsync())
 }
 
+/// Takes the secrets out of `headers`: a header whose name carries one
+/// (names arrive in lowercase, which redaction matches) goes whole; values
+/// are redacted.
 fn redact_headers(headers: &mut http::HeaderMap, secrets: &Secrets) {
+    let named: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|name| secrets.contains(name.as_str()))
+        .cloned()
+        .collect();
+    for name in named {
+        tracing::warn!(
+            "a response header's name carried a secret; the header was dropped: {}",
+            secrets.redact(name.as_str())
+        );
+        headers.remove(name);
+    }
     for value in headers.values_mut() {
         if let std::borrow::Cow::Owned(clean) = secrets.redact_bytes(value.as_bytes()) {
             // What replaced the secret is visible ASCII: a valid value.
