@@ -1607,6 +1607,15 @@ fn now() -> u64 {
 /// `alice`, with the scope `mcp:tools`, for five minutes, with `changes`
 /// on top (a null removes a claim).
 fn token(key: &SigningKey, changes: serde_json::Value) -> String {
+    token_with_header(key, serde_json::json!({}), changes)
+}
+
+/// [`token`] with `extra` added to its JOSE header.
+fn token_with_header(
+    key: &SigningKey,
+    extra: serde_json::Value,
+    changes: serde_json::Value,
+) -> String {
     let mut claims = serde_json::json!({
         "iss": ISSUER, "aud": RESOURCE, "sub": "alice", "client_id": "test-client",
         "iat": now(), "exp": now() + 300, "scope": "mcp:tools",
@@ -1620,7 +1629,17 @@ fn token(key: &SigningKey, changes: serde_json::Value) -> String {
     }
     let mut header = jsonwebtoken::Header::new(key.alg);
     header.kid = Some(key.kid.clone());
-    jsonwebtoken::encode(&header, &claims, &key.encoding).unwrap()
+    let mut header = serde_json::to_value(header).unwrap();
+    for (name, value) in extra.as_object().unwrap() {
+        header[name] = value.clone();
+    }
+    use base64::Engine as _;
+    let part = |value: &serde_json::Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+    };
+    let message = format!("{}.{}", part(&header), part(&claims));
+    let signature = jsonwebtoken::crypto::sign(message.as_bytes(), &key.encoding, key.alg).unwrap();
+    format!("{message}.{signature}")
 }
 
 /// A loopback server answering every request with the JWKS it holds now
@@ -1827,6 +1846,20 @@ fn http_with_auth_serves_only_valid_tokens_and_says_where_to_get_one() {
             // The same key id, another key.
             format!("Bearer {}", token(&ec_key("ec-1"), serde_json::json!({}))),
             "the token's signature does not verify",
+        ),
+        (
+            // Signed by a trusted key, with an extension the server must
+            // understand to accept it (RFC 7515 §4.1.11).
+            format!(
+                "Bearer {}",
+                token_with_header(
+                    &rsa,
+                    serde_json::json!({"crit": ["urn:example:bound"], "urn:example:bound": true}),
+                    serde_json::json!({})
+                )
+            ),
+            "the token's header names critical parameters (crit), which this server does not \
+             understand",
         ),
     ] {
         assert_eq!(
