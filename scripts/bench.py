@@ -408,6 +408,8 @@ def main():
     cancel = live["cancel_latency"]
     rss = live["live_calls_rss"]
     fair = live["fairness"]
+    held = live["held_slots"]
+    spin = live["spinning"]
     cold_load = live["cold_load"]
 
     def ms(s):
@@ -505,6 +507,15 @@ def main():
          f"p50 {fair['p50_ms']:.3f} ms, p99 {fair['p99_ms']:.3f} ms",
          f"no flood: p50 {fair['quiet_p50_ms']:.3f} ms, p99 {fair['quiet_p99_ms']:.3f} ms",
          f"p99 {fair['p99_ms'] / fair['quiet_p99_ms']:.0f}× quiet", fair["p99_ms"] <= 50, None),
+        ("10b", f"… while one context's {held['flood_calls']:,} `sleep` calls of 20 s hold every "
+         f"slot it may ({held['flood_running']:,} running)", "p99 ≤ 50 ms",
+         f"p50 {held['p50_ms']:.3f} ms, p99 {held['p99_ms']:.3f} ms",
+         f"no flood: p50 {held['quiet_p50_ms']:.3f} ms, p99 {held['quiet_p99_ms']:.3f} ms",
+         f"p99 {held['p99_ms'] / held['quiet_p99_ms']:.0f}× quiet", held["p99_ms"] <= 50, None),
+        ("10c", f"… while one context keeps {spin['spinners']:,} `bash` calls spinning in wasm",
+         "p99 ≤ 50 ms", f"p50 {spin['p50_ms']:.3f} ms, p99 {spin['p99_ms']:.3f} ms",
+         f"no flood: p50 {spin['quiet_p50_ms']:.3f} ms, p99 {spin['quiet_p99_ms']:.3f} ms",
+         f"p99 {spin['p99_ms'] / spin['quiet_p99_ms']:.0f}× quiet", spin["p99_ms"] <= 50, None),
         ("12", "Warm call of a trivial Python tool (componentize-py), full pipeline", "≤ 2 ms",
          ms(py_warm), f"the Rust tool: {us(rust_warm)}", f"{py_warm / rust_warm:.0f}× Rust",
          py_warm <= 0.002, "python_warm"),

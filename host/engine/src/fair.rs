@@ -2,6 +2,9 @@
 //! queue per tenant (an agent context), and a freed slot goes to the next
 //! tenant in turn, so one agent with a thousand calls waiting cannot hold
 //! back another agent's one call for longer than one turn of the queue.
+//! No tenant holds more than its share ([`FairShare::per_tenant`]): the
+//! rest is a reserve that another tenant gets at once, even while one
+//! tenant's calls hold their slots for long.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -13,16 +16,39 @@ pub(crate) type Tenant = usize;
 /// A number of slots shared fairly among tenants.
 #[derive(Debug)]
 pub(crate) struct FairShare {
+    /// The most slots one tenant holds at once.
+    per_tenant: usize,
     state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     free: usize,
+    /// The slots each tenant holds (tenants holding none are absent).
+    held: HashMap<Tenant, usize>,
     /// The waiters of each tenant, oldest first.
     waiting: HashMap<Tenant, VecDeque<oneshot::Sender<FairPermit>>>,
     /// Tenants with waiters, in the order they get their next slot.
     turns: VecDeque<Tenant>,
+}
+
+impl State {
+    fn holds(&self, tenant: Tenant) -> usize {
+        self.held.get(&tenant).copied().unwrap_or(0)
+    }
+
+    fn take(&mut self, tenant: Tenant) {
+        *self.held.entry(tenant).or_default() += 1;
+    }
+
+    fn give_back(&mut self, tenant: Tenant) {
+        if let Some(n) = self.held.get_mut(&tenant) {
+            *n -= 1;
+            if *n == 0 {
+                self.held.remove(&tenant);
+            }
+        }
+    }
 }
 
 /// One slot, given back when dropped.
@@ -30,24 +56,43 @@ struct State {
 pub(crate) struct FairPermit {
     /// `None` once the slot went back to the pool.
     share: Option<Arc<FairShare>>,
+    tenant: Tenant,
 }
 
 impl Drop for FairPermit {
     fn drop(&mut self) {
         if let Some(share) = self.share.take() {
-            share.release();
+            share.release(self.tenant);
         }
     }
 }
 
 impl FairShare {
+    /// `slots` slots, of which one tenant holds at most
+    /// [`FairShare::per_tenant`].
     pub(crate) fn new(slots: usize) -> Arc<FairShare> {
+        FairShare::with_share(slots, FairShare::per_tenant(slots))
+    }
+
+    /// `slots` slots, of which one tenant holds at most `per_tenant`.
+    pub(crate) fn with_share(slots: usize, per_tenant: usize) -> Arc<FairShare> {
         Arc::new(FairShare {
+            per_tenant,
             state: Mutex::new(State {
                 free: slots,
                 ..State::default()
             }),
         })
+    }
+
+    /// The most of `slots` one tenant holds at once: all but a reserve of
+    /// a quarter (at least one slot, when there are two or more).
+    pub(crate) fn per_tenant(slots: usize) -> usize {
+        if slots < 2 {
+            slots
+        } else {
+            slots - (slots / 4).max(1)
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -61,12 +106,15 @@ impl FairShare {
         let rx = {
             let mut guard = self.lock();
             let state = &mut *guard;
-            // Free slots and waiters never coexist: a freed slot goes to a
-            // waiter first.
-            if state.free > 0 {
+            // A free slot and a waiter coexist only while the waiter's
+            // tenant holds its whole share: a freed slot goes to a waiter
+            // that may take it first.
+            if state.free > 0 && state.holds(tenant) < self.per_tenant {
                 state.free -= 1;
+                state.take(tenant);
                 return FairPermit {
                     share: Some(self.clone()),
+                    tenant,
                 };
             }
             let (tx, rx) = oneshot::channel();
@@ -86,38 +134,59 @@ impl FairShare {
         }
     }
 
-    /// Gives a slot to the next tenant in turn, or back to the pool.
-    fn release(self: &Arc<Self>) {
-        let mut permit = FairPermit {
-            share: Some(self.clone()),
-        };
+    /// Takes `from`'s slot back and hands out what is free.
+    fn release(self: &Arc<Self>, from: Tenant) {
         let mut guard = self.lock();
         let state = &mut *guard;
-        while let Some(tenant) = state.turns.pop_front() {
-            let Some(queue) = state.waiting.get_mut(&tenant) else {
-                continue;
+        state.give_back(from);
+        state.free += 1;
+        self.dispatch(state);
+    }
+
+    /// Hands free slots to waiters, a slot a turn, to tenants that hold
+    /// less than their share; those holding their whole share keep their
+    /// place in the turns.
+    fn dispatch(self: &Arc<Self>, state: &mut State) {
+        // Tenants looked at in a row without a slot handed to one.
+        let mut passed = 0;
+        while state.free > 0 && passed < state.turns.len() {
+            let Some(tenant) = state.turns.pop_front() else {
+                break;
             };
-            while let Some(tx) = queue.pop_front() {
-                match tx.send(permit) {
-                    Ok(()) => {
-                        if queue.is_empty() {
-                            state.waiting.remove(&tenant);
-                        } else {
-                            state.turns.push_back(tenant);
+            if state.holds(tenant) >= self.per_tenant {
+                state.turns.push_back(tenant);
+                passed += 1;
+                continue;
+            }
+            let mut handed = false;
+            if let Some(queue) = state.waiting.get_mut(&tenant) {
+                while let Some(tx) = queue.pop_front() {
+                    let permit = FairPermit {
+                        share: Some(self.clone()),
+                        tenant,
+                    };
+                    match tx.send(permit) {
+                        Ok(()) => {
+                            handed = true;
+                            break;
                         }
-                        return;
+                        // The waiter gave up: the permit comes back, and
+                        // must not release the slot it never held.
+                        Err(mut back) => back.share = None,
                     }
-                    // The waiter gave up; try its tenant's next one.
-                    Err(back) => permit = back,
                 }
             }
-            state.waiting.remove(&tenant);
+            if handed {
+                state.free -= 1;
+                state.take(tenant);
+                passed = 0;
+            }
+            if state.waiting.get(&tenant).is_some_and(|q| !q.is_empty()) {
+                state.turns.push_back(tenant);
+            } else {
+                state.waiting.remove(&tenant);
+            }
         }
-        state.free += 1;
-        drop(guard);
-        // The slot went back to the pool, not to a waiter: dropping this
-        // permit must not release it a second time.
-        permit.share = None;
     }
 }
 
@@ -162,6 +231,53 @@ mod tests {
         assert!(at <= 1, "the canary ran at position {at}: {order:?}");
         assert_eq!(order.len(), 101);
         assert_eq!(share.lock().free, 1, "every slot came back");
+        assert!(share.lock().held.is_empty());
+    }
+
+    /// A tenant whose calls hold their slots for long leaves a reserve:
+    /// another tenant gets a slot at once, and the first tenant's waiters
+    /// get theirs as its own slots come back.
+    #[tokio::test]
+    async fn a_tenant_holds_no_more_than_its_share() {
+        let share = FairShare::new(8);
+        assert_eq!(FairShare::per_tenant(8), 6);
+        let mut held: Vec<FairPermit> = Vec::new();
+        for _ in 0..6 {
+            held.push(share.acquire(1).await);
+        }
+        let seventh = {
+            let share = share.clone();
+            tokio::spawn(async move { share.acquire(1).await })
+        };
+        while !share.lock().waiting.contains_key(&1) {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(share.lock().free, 2, "the reserve stays free");
+        // Another tenant takes from the reserve without waiting.
+        let other = tokio::time::timeout(std::time::Duration::from_millis(100), share.acquire(2))
+            .await
+            .expect("a slot of the reserve");
+        // A slot another tenant gives back does not go to tenant 1, at
+        // its share; one of its own does.
+        drop(other);
+        tokio::task::yield_now().await;
+        assert!(!seventh.is_finished());
+        assert_eq!(share.lock().free, 2);
+        held.pop();
+        let seventh = seventh.await.unwrap();
+        assert_eq!(share.lock().holds(1), 6);
+        drop(seventh);
+        held.clear();
+        assert_eq!(share.lock().free, 8);
+        assert!(share.lock().held.is_empty());
+    }
+
+    #[test]
+    fn shares_leave_a_reserve() {
+        assert_eq!(FairShare::per_tenant(0), 0);
+        assert_eq!(FairShare::per_tenant(1), 1);
+        assert_eq!(FairShare::per_tenant(2), 1);
+        assert_eq!(FairShare::per_tenant(1000), 750);
     }
 
     #[tokio::test]
@@ -185,5 +301,6 @@ mod tests {
             .expect("the slot came back");
         drop(again);
         assert_eq!(share.lock().free, 1);
+        assert!(share.lock().held.is_empty());
     }
 }

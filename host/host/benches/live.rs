@@ -15,6 +15,16 @@
 //!   one at any time); another context makes 200 `sleep {"ms": 0}` calls
 //!   one after another meanwhile. Their latency (p50, p99) against the same
 //!   calls with no flood.
+//! - **Held slots**: one agent context starts 1,000 `sleep` calls of 20 s
+//!   (as many as the pool has slots, none ending while the canaries run);
+//!   another context's 200 `sleep {"ms": 0}` calls meanwhile, as above.
+//!   The first context holds three quarters of the pool at most, so the
+//!   canaries find a slot free rather than wait for a sleep to end.
+//! - **Spinning**: one agent context keeps 200 `bash` calls spinning
+//!   (`while true; do :; done`: CPU-bound in wasm until cancelled);
+//!   another context's 200 `sleep {"ms": 0}` calls meanwhile, as above.
+//!   The spinners take CPU turns in their context's turn, so the canaries
+//!   wait for a turn about a tick at most.
 //!
 //! - **Cold load**: 300 distinct components (the bundled `sleep`, each with
 //!   a custom section of its own, so each is compiled) loaded from a tool
@@ -58,6 +68,12 @@ fn main() {
     }
     if wanted("fairness") {
         runtime.block_on(fairness());
+    }
+    if wanted("held_slots") {
+        runtime.block_on(held_slots());
+    }
+    if wanted("spinning") {
+        runtime.block_on(spinning());
     }
 }
 
@@ -172,6 +188,108 @@ async fn fairness() {
         "figure": "fairness",
         "flood_in_flight": FLOOD,
         "flood_calls": flood_calls,
+        "canaries": CANARIES,
+        "p50_ms": percentile(&flooded, 50.0),
+        "p99_ms": percentile(&flooded, 99.0),
+        "quiet_p50_ms": percentile(&quiet, 50.0),
+        "quiet_p99_ms": percentile(&quiet, 99.0),
+    }));
+}
+
+const HELD: usize = 1000;
+
+async fn held_slots() {
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    let airlock = Airlock::new(host_config(workspace.path()))
+        .await
+        .expect("the bundled tools load");
+    let quiet = canaries(&airlock).await;
+    let stop = CancellationToken::new();
+    let flood_cx = airlock.context();
+    let (progress, mut events) = ProgressSink::channel(4 * HELD);
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..HELD {
+        let (airlock, progress) = (airlock.clone(), progress.clone());
+        let mut cx = flood_cx.clone();
+        let control = CallControl {
+            progress,
+            cancel: stop.clone(),
+        };
+        flood.spawn(async move {
+            let use_ = ToolUse::new(format!("held{i}"), "sleep", json!({"ms": 20_000}));
+            airlock.call_with(&mut cx, use_, control).await
+        });
+    }
+    // The flood holds every slot it may: its calls stop starting.
+    let mut running = HashSet::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), events.recv()).await {
+            Ok(Some(event)) => {
+                running.insert(event.tool_use_id);
+            }
+            Ok(None) => panic!("the progress channel stays open"),
+            Err(_) if !running.is_empty() => break,
+            Err(_) => panic!("the flood started no call"),
+        }
+    }
+    let started = Instant::now();
+    let flooded = canaries(&airlock).await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "the canaries outlasted the flood"
+    );
+    stop.cancel();
+    flood.join_all().await;
+    report(json!({
+        "figure": "held_slots",
+        "flood_calls": HELD,
+        "flood_running": running.len(),
+        "canaries": CANARIES,
+        "p50_ms": percentile(&flooded, 50.0),
+        "p99_ms": percentile(&flooded, 99.0),
+        "quiet_p50_ms": percentile(&quiet, 50.0),
+        "quiet_p99_ms": percentile(&quiet, 99.0),
+    }));
+}
+
+const SPINNERS: usize = 200;
+
+async fn spinning() {
+    let workspace = tempfile::tempdir().expect("a temp dir");
+    let airlock = Airlock::new(host_config(workspace.path()))
+        .await
+        .expect("the bundled tools load");
+    let quiet = canaries(&airlock).await;
+    let stop = CancellationToken::new();
+    let flood_cx = airlock.context();
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..SPINNERS {
+        let airlock = airlock.clone();
+        let mut cx = flood_cx.clone();
+        let control = CallControl {
+            progress: ProgressSink::none(),
+            cancel: stop.clone(),
+        };
+        flood.spawn(async move {
+            let input = json!({"command": "while true; do :; done"});
+            let use_ = ToolUse::new(format!("spin{i}"), "bash", input);
+            airlock.call_with(&mut cx, use_, control).await
+        });
+    }
+    // Every spinner has started (each has had its first tick).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let flooded = canaries(&airlock).await;
+    stop.cancel();
+    let ended = flood.join_all().await;
+    let cancelled = ended
+        .iter()
+        .filter(|r| matches!(&r.outcome, Err(e) if e.class == ErrorClass::Cancelled))
+        .count();
+    report(json!({
+        "figure": "spinning",
+        "spinners": SPINNERS,
+        "spinners_cancelled": cancelled,
         "canaries": CANARIES,
         "p50_ms": percentile(&flooded, 50.0),
         "p99_ms": percentile(&flooded, 99.0),
