@@ -217,10 +217,14 @@ enum Command {
         /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio. ADDR is a port (on 127.0.0.1) or IP:PORT; port 0 picks one.
         #[arg(long, value_name = "ADDR", value_parser = http_addr)]
         http: Option<std::net::SocketAddr>,
-        /// With --http: connections served at once; more wait until one closes.
+        /// With --http: connections served at once once they have sent a request the server takes; more wait until one closes. As many (at most 256) may be open without having sent one; past that the oldest of those is closed.
         #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
               value_parser = clap::value_parser!(u32).range(1..))]
         max_connections: u32,
+        /// With --http: close a connection whose request head has not arrived within SECS of its start or of its last reply.
+        #[arg(long, value_name = "SECS", default_value_t = 30, requires = "http",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        header_timeout: u64,
         /// With --http: end a session after SECS without a request (0: never).
         #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http")]
         idle_timeout: u64,
@@ -228,6 +232,10 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
               value_parser = clap::value_parser!(u32).range(1..))]
         max_sessions: u32,
+        /// With --http and access tokens: sessions one caller (a token's subject and client) may have open at once; one more gets a 503 saying so. Default: a quarter of --max-sessions.
+        #[arg(long, value_name = "N", requires = "http",
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_sessions_per_caller: Option<u32>,
         /// With --http: a host name clients reach the server by (the Host header), beside 127.0.0.1, localhost and ::1: the name of a load balancer or Service. Repeat for more. Other Host headers get 403 (DNS rebinding).
         #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
         allow_hosts: Vec<String>,
@@ -507,8 +515,10 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Mcp {
             http,
             max_connections,
+            header_timeout,
             idle_timeout,
             max_sessions,
+            max_sessions_per_caller,
             allow_hosts,
             insecure_no_auth,
         } => {
@@ -553,9 +563,11 @@ async fn run(cli: Cli) -> ExitCode {
                         }
                         let options = airlock_mcp::HttpOptions {
                             max_connections: max_connections as usize,
+                            header_timeout: Duration::from_secs(header_timeout),
                             session_idle: (idle_timeout > 0)
                                 .then(|| Duration::from_secs(idle_timeout)),
                             max_sessions: max_sessions as usize,
+                            max_caller_sessions: max_sessions_per_caller.map(|n| n as usize),
                             allowed_hosts: allow_hosts,
                             auth,
                         };

@@ -946,6 +946,64 @@ fn connections_over_the_cap_wait_for_one_to_close() {
     assert_eq!(second.read().unwrap().status, 404);
 }
 
+/// Sockets that never send a byte, or send a request's head slowly, hold
+/// no slot a caller needs: a newcomer closes the oldest of them, and each
+/// is closed once `--header-timeout` passes without a whole head.
+#[test]
+fn idle_and_slow_connections_do_not_keep_a_caller_out() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(
+        home.path(),
+        &["--max-connections", "4", "--header-timeout", "2"],
+        |_| {},
+    );
+    let mut idle: Vec<std::net::TcpStream> = (0..12)
+        .map(|_| std::net::TcpStream::connect(server.addr).unwrap())
+        .collect();
+    for _ in 0..4 {
+        let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+        slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .unwrap();
+        idle.push(slow);
+    }
+    let started = Instant::now();
+    let mut canary = Http::connect(server.addr);
+    canary
+        .reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    canary.initialize();
+    assert_eq!(canary.ping(1).status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the canary waited {:?}",
+        started.elapsed()
+    );
+    // Every one of them is closed by the server: evicted, or past the
+    // header timeout.
+    for socket in &mut idle {
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = [0; 512];
+        loop {
+            match socket.read(&mut buf) {
+                Ok(0) => break,
+                // A 408 for the slow head, then the close.
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!(
+                    "a silent socket was still open after {:?}: {e}",
+                    started.elapsed()
+                ),
+            }
+        }
+    }
+}
+
 /// With the file descriptor limit reached, `accept` fails (`EMFILE`): the
 /// server logs it, backs off and serves again once descriptors are free
 /// (issue 14, defect 3).
@@ -1705,11 +1763,20 @@ impl JwksServer {
 /// `airlock mcp --http` with `[auth]` taking tokens for [`RESOURCE`] from
 /// [`ISSUER`] with the scope `mcp:tools`, keys from `jwks`.
 fn auth_server(home: &Path, jwks: &str) -> HttpServer {
-    auth_server_with(home, jwks, "scopes = [\"mcp:tools\"]\n")
+    auth_server_args(home, jwks, &[])
+}
+
+/// [`auth_server`] with `args` after `airlock mcp --http`.
+fn auth_server_args(home: &Path, jwks: &str, args: &[&str]) -> HttpServer {
+    auth_server_full(home, jwks, "scopes = [\"mcp:tools\"]\n", args)
 }
 
 /// [`auth_server`] with `auth` (TOML) in `[auth]` instead of its scope.
 fn auth_server_with(home: &Path, jwks: &str, auth: &str) -> HttpServer {
+    auth_server_full(home, jwks, auth, &[])
+}
+
+fn auth_server_full(home: &Path, jwks: &str, auth: &str, args: &[&str]) -> HttpServer {
     let config = home.join("airlock.toml");
     let workspace = home.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -1724,7 +1791,9 @@ fn auth_server_with(home: &Path, jwks: &str, auth: &str) -> HttpServer {
         ),
     )
     .unwrap();
-    HttpServer::start(home, &["--config", config.to_str().unwrap()], |_| {})
+    let mut all = vec!["--config", config.to_str().unwrap()];
+    all.extend_from_slice(args);
+    HttpServer::start(home, &all, |_| {})
 }
 
 /// The challenge every refusal carries.
@@ -1747,6 +1816,45 @@ fn initialize_with(server: &HttpServer, authorization: Option<String>) -> (u16, 
 
 fn bearer(token: &str) -> Option<String> {
     Some(format!("Bearer {token}"))
+}
+
+/// One token holder's sessions take at most its share of the cap
+/// (`--max-sessions-per-caller`, a quarter of `--max-sessions` by
+/// default): another caller still opens one, and an ended session's place
+/// comes back to its caller.
+#[test]
+fn one_callers_sessions_leave_room_for_another() {
+    let home = tempfile::tempdir().unwrap();
+    let rsa = rsa_key("rsa-1");
+    let jwks = JwksServer::start(&[&rsa], false);
+    let server = auth_server_args(home.path(), &jwks.url, &["--max-sessions", "8"]);
+    let alice = bearer(&token(&rsa, serde_json::json!({"sub": "alice"})));
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut http = Http::connect(server.addr);
+        http.authorization = alice.clone();
+        http.initialize();
+        open.push(http);
+    }
+    let mut third = Http::connect(server.addr);
+    third.authorization = alice.clone();
+    let refused = third.open_session(5);
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let message = refused.message()["error"]["message"].to_string();
+    assert!(message.contains("--max-sessions-per-caller"), "{message}");
+    // Bob is not held back by Alice's sessions.
+    let bob = bearer(&token(&rsa, serde_json::json!({"sub": "bob"})));
+    assert_eq!(initialize_with(&server, bob).0, 200);
+    // An ended session's place is Alice's again.
+    assert_eq!(open[0].request("DELETE", "/mcp", "").status, 204);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while initialize_with(&server, alice.clone()).0 != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ended session's place never came back"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// MCP's authorization: the protected resource metadata says where to get

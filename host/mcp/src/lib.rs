@@ -53,7 +53,9 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+mod admission;
 pub mod auth;
+mod callers;
 mod lines;
 mod sse;
 mod stateless;
@@ -254,6 +256,7 @@ impl McpHost {
         let sessions = Arc::new(OrderedSessions {
             inner: Arc::new(local),
             live: Arc::default(),
+            callers: Arc::default(),
         });
         let host = self.clone();
         let service =
@@ -266,13 +269,14 @@ impl McpHost {
             max_sessions: options.max_sessions.max(1),
             auth: options.auth.clone(),
             tools: self.tools.clone(),
-            owners: Mutex::default(),
+            max_caller_sessions: options
+                .max_caller_sessions
+                .unwrap_or_else(|| default_caller_sessions(options.max_sessions)),
         });
-        let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
+        let admission = admission::Admission::new(options.max_connections);
+        let header_timeout = options.header_timeout;
         let mut backoff = ACCEPT_BACKOFF_MIN;
         loop {
-            // Over the cap, a connection waits in the listen backlog.
-            let permit = connections.clone().acquire_owned().await?;
             let stream = match listener.accept().await {
                 Ok((stream, _)) => {
                     backoff = ACCEPT_BACKOFF_MIN;
@@ -293,20 +297,28 @@ impl McpHost {
             if let Err(e) = stream.set_nodelay(true) {
                 tracing::debug!("cannot set TCP_NODELAY on an MCP connection: {e}");
             }
+            let connection = Arc::new(admission.admit());
             let front = front.clone();
             tokio::spawn(async move {
+                let served = connection.clone();
                 let service = hyper::service::service_fn(move |request| {
                     let front = front.clone();
-                    async move { Ok::<_, std::convert::Infallible>(front.handle(request).await) }
+                    let connection = served.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(front.handle(request, &connection).await)
+                    }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);
-                if let Err(e) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await
-                {
-                    tracing::debug!("an MCP connection ended: {e}");
+                let serving = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(header_timeout)
+                    .serve_connection(io, service);
+                tokio::select! {
+                    served = serving => if let Err(e) = served {
+                        tracing::debug!("an MCP connection ended: {e}");
+                    },
+                    () = connection.evicted() => {}
                 }
-                drop(permit);
             });
         }
     }
@@ -315,9 +327,15 @@ impl McpHost {
 /// The limits of [`McpHost::serve_http`].
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
-    /// Connections served at once; more wait to be accepted until one
-    /// closes.
+    /// Connections served at once once they have sent a request the
+    /// server takes; a connection that would be one more waits until one
+    /// closes. Connections that have not (yet) sent one have a bound of
+    /// their own (as many, at most 256), past which the oldest is closed.
     pub max_connections: usize,
+    /// How long a request's head may take to arrive, counted from the
+    /// connection's start or its previous reply: a connection silent (or
+    /// slow) that long is closed.
+    pub header_timeout: Duration,
     /// How long a session may go without a request before it ends
     /// (`None`: never).
     pub session_idle: Option<Duration>,
@@ -325,6 +343,11 @@ pub struct HttpOptions {
     /// 503 with a JSON-RPC error saying so (each session holds an agent
     /// context, and an executor once it makes a call).
     pub max_sessions: usize,
+    /// Sessions one caller (a token's subject and client) may have open
+    /// at once, when access tokens are required; `None`: a quarter of
+    /// `max_sessions` (at least one). Without tokens callers are not
+    /// told apart.
+    pub max_caller_sessions: Option<usize>,
     /// Host names clients may reach the server by (the `Host` header),
     /// beside the loopback names: a load balancer's or a Service's. Any
     /// other gets 403 (a DNS rebinding defence).
@@ -335,12 +358,15 @@ pub struct HttpOptions {
 }
 
 impl Default for HttpOptions {
-    /// 1024 connections, 1024 sessions; sessions end after 5 minutes idle.
+    /// 1024 connections, 1024 sessions; a request's head within 30 s;
+    /// sessions end after 5 minutes idle.
     fn default() -> HttpOptions {
         HttpOptions {
             max_connections: 1024,
+            header_timeout: Duration::from_secs(30),
             session_idle: Some(Duration::from_secs(300)),
             max_sessions: 1024,
+            max_caller_sessions: None,
             allowed_hosts: Vec::new(),
             auth: None,
         }
@@ -362,15 +388,19 @@ struct HttpFront {
     auth: Option<Arc<auth::Authenticator>>,
     /// The host's tools, for the scopes a call needs.
     tools: watch::Receiver<Airlock>,
-    /// Who opened each session (an [`auth::Identity::key`]), with auth.
-    owners: Mutex<HashMap<String, String>>,
+    /// Sessions one caller may have open at once, with auth.
+    max_caller_sessions: usize,
 }
 
 impl HttpFront {
     async fn handle(
         &self,
         request: http::Request<hyper::body::Incoming>,
+        connection: &admission::Connection,
     ) -> http::Response<HttpBody> {
+        if self.auth.is_none() {
+            connection.establish().await;
+        }
         let path = request.uri().path();
         if let Some(auth) = &self.auth
             && auth.metadata_paths().iter().any(|p| p == path)
@@ -404,6 +434,7 @@ impl HttpFront {
                 .await;
             match checked {
                 Ok(identity) => {
+                    connection.establish().await;
                     // The token goes no further than this check.
                     request.headers_mut().remove(http::header::AUTHORIZATION);
                     caller = Some(identity.key());
@@ -424,20 +455,15 @@ impl HttpFront {
         // reach it (nor learns that it exists), and a session whose opener
         // was never recorded (its client left before the reply) is no one's.
         if let (Some(caller), Some(session)) = (&caller, &session)
-            && lock(&self.owners).get(session) != Some(caller)
+            && !self.sessions.callers.opened(session, caller)
         {
             return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
         }
-        let method = request.method().clone();
-        let response = match method {
-            http::Method::POST => self.post(request).await,
+        match *request.method() {
+            http::Method::POST => self.post(request, caller.as_deref()).await,
             http::Method::DELETE => self.delete(request).await,
             _ => self.service.handle(request).await,
-        };
-        if let Some(caller) = caller {
-            self.record_owner(session, caller, &method, &response).await;
         }
-        response
     }
 
     /// The first `tools/call` in `body` (a message or a batch) of a tool
@@ -465,47 +491,6 @@ impl HttpFront {
                 let scope = auth.scope_for(entry.descriptor())?;
                 Some((entry.descriptor().name.clone(), scope.to_string()))
             })
-    }
-
-    /// Notes who opened a session (a response handing out an id to a
-    /// request that named none), and forgets a deleted one; ids of
-    /// sessions that ended otherwise go when the list outgrows the cap.
-    async fn record_owner(
-        &self,
-        session: Option<String>,
-        caller: String,
-        method: &http::Method,
-        response: &http::Response<HttpBody>,
-    ) {
-        match session {
-            Some(session) if *method == http::Method::DELETE && response.status().is_success() => {
-                lock(&self.owners).remove(&session);
-            }
-            Some(_) => {}
-            None => {
-                let Some(opened) = response
-                    .headers()
-                    .get("mcp-session-id")
-                    .and_then(|v| v.to_str().ok())
-                else {
-                    return;
-                };
-                let full = {
-                    let mut owners = lock(&self.owners);
-                    owners.insert(opened.to_owned(), caller);
-                    owners.len() > self.max_sessions * 2
-                };
-                if full {
-                    let ids: Vec<String> = lock(&self.owners).keys().cloned().collect();
-                    for id in ids {
-                        let id = SessionId::from(id);
-                        if !self.sessions.inner.has_session(&id).await.unwrap_or(true) {
-                            lock(&self.owners).remove(id.as_ref());
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// rmcp answers 202 to a `DELETE` of any session: once rmcp's own
@@ -540,6 +525,7 @@ impl HttpFront {
     async fn post(
         &self,
         request: http::Request<hyper::body::Incoming>,
+        caller: Option<&str>,
     ) -> http::Response<HttpBody> {
         use http_body_util::BodyExt;
         let (mut parts, body) = request.into_parts();
@@ -590,9 +576,16 @@ impl HttpFront {
             return challenged(auth, &auth.step_up(&scope), response);
         }
         // A request without a session may open one: it takes a place
-        // under the cap first, given back unless a session was opened
-        // (then it is given back when the session ends).
+        // under its caller's share and under the cap first, given back
+        // unless a session was opened (then when the session ends).
         let opens = !parts.headers.contains_key("mcp-session-id");
+        let callers = &self.sessions.callers;
+        if opens
+            && let Some(caller) = caller
+            && !callers.reserve(caller, self.max_caller_sessions)
+        {
+            return too_many_sessions(&bytes, SessionCap::Caller(self.max_caller_sessions));
+        }
         if opens
             && self
                 .sessions
@@ -602,12 +595,28 @@ impl HttpFront {
                 })
                 .is_err()
         {
-            return too_many_sessions(&bytes, self.max_sessions);
+            if let Some(caller) = caller {
+                callers.unreserve(caller);
+            }
+            return too_many_sessions(&bytes, SessionCap::Server(self.max_sessions));
         }
         let request = http::Request::from_parts(parts, http_body_util::Full::new(bytes.clone()));
         let response = self.service.handle(request).await;
-        if opens && !response.headers().contains_key("mcp-session-id") {
-            self.sessions.live.fetch_sub(1, Ordering::SeqCst);
+        if opens {
+            let opened = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok());
+            match (opened, caller) {
+                (None, _) => {
+                    self.sessions.live.fetch_sub(1, Ordering::SeqCst);
+                    if let Some(caller) = caller {
+                        callers.unreserve(caller);
+                    }
+                }
+                (Some(id), Some(caller)) => self.sessions.bind(id, caller).await,
+                (Some(_), None) => {}
+            }
         }
         if json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
             return unreadable_message(&bytes);
@@ -719,26 +728,44 @@ fn challenged(
 
 /// The JSON-RPC error (status 503) for a request that would open a session
 /// over the cap.
-fn too_many_sessions(body: &[u8], max: usize) -> http::Response<HttpBody> {
+/// Which cap on sessions a client that would open one more met.
+enum SessionCap {
+    /// `--max-sessions`: the server's.
+    Server(usize),
+    /// `--max-sessions-per-caller`: its caller's share.
+    Caller(usize),
+}
+
+fn too_many_sessions(body: &[u8], cap: SessionCap) -> http::Response<HttpBody> {
     let id = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.get("id").cloned())
         .filter(|id| id.is_string() || id.is_number())
         .unwrap_or_default();
-    let mut response = json_error(
-        id,
-        -32000,
-        &format!(
+    let message = match cap {
+        SessionCap::Server(max) => format!(
             "this server has {max} MCP sessions open, its limit (`airlock mcp --max-sessions`): \
              end one (DELETE /mcp), or retry when an idle one has expired"
         ),
-    );
+        SessionCap::Caller(max) => format!(
+            "this caller has {max} MCP sessions open, the most one caller may have \
+             (`airlock mcp --max-sessions-per-caller`): end one (DELETE /mcp), or retry when an \
+             idle one has expired"
+        ),
+    };
+    let mut response = json_error(id, -32000, &message);
     *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
     response.headers_mut().insert(
         http::header::RETRY_AFTER,
         http::HeaderValue::from_static("5"),
     );
     response
+}
+
+/// The sessions one caller may have open when the operator names no
+/// number: a quarter of the server's (at least one).
+fn default_caller_sessions(max_sessions: usize) -> usize {
+    (max_sessions / 4).max(1)
 }
 
 /// A JSON-RPC error response (status 400 until the caller changes it).
@@ -790,6 +817,21 @@ struct OrderedSessions {
     inner: Arc<LocalSessionManager>,
     /// Sessions open, and places taken by requests that may open one.
     live: Arc<AtomicUsize>,
+    /// Who opened each session, with auth.
+    callers: Arc<callers::Callers>,
+}
+
+impl OrderedSessions {
+    /// The session `id`, just opened in a place `caller` reserved. A
+    /// session that ended before this is freed here (its end found no
+    /// opener to free).
+    async fn bind(&self, id: &str, caller: &str) {
+        self.callers.bind(id, caller);
+        let session = SessionId::from(id.to_owned());
+        if !self.inner.has_session(&session).await.unwrap_or(false) {
+            self.callers.end(id);
+        }
+    }
 }
 
 impl SessionManager for OrderedSessions {
@@ -800,13 +842,16 @@ impl SessionManager for OrderedSessions {
         let (id, transport) = self.inner.create_session().await?;
         let transport = Ordered::new(transport);
         let (sessions, ended, forget) = (self.inner.clone(), transport.closed.clone(), id.clone());
-        let live = self.live.clone();
+        let (live, callers) = (self.live.clone(), self.callers.clone());
         tokio::spawn(async move {
             ended.cancelled().await;
             live.fetch_sub(1, Ordering::SeqCst);
             if let Err(e) = sessions.close_session(&forget).await {
                 tracing::debug!("forgetting an ended MCP session failed: {e}");
             }
+            // After the close: a binding that comes later sees the
+            // session gone and frees its place itself.
+            callers.end(forget.as_ref());
         });
         Ok((id, transport))
     }
