@@ -14,11 +14,13 @@ pub mod guests {
 }
 
 /// The configuration every test starts from: the defaults, minus the
-/// user's tool directory, so the suites never depend on what is installed.
+/// user's tool directory, so the suites never depend on what is installed,
+/// and with results saved apart from the user's own.
 pub fn config() -> Config {
     Config {
         tool_dirs: Some(Vec::new()),
         cache_dir: Some(test_cache_dir()),
+        results_dir: Some(std::env::temp_dir().join("airlock-test-results")),
         ..Config::default()
     }
 }

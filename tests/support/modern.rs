@@ -118,7 +118,9 @@ impl Connection {
              MCP-Protocol-Version: {VERSION}\r\nMcp-Method: {method}\r\n",
             self.addr
         );
-        if let Some(name) = message["params"]["name"].as_str() {
+        // The name a request carries: a tool's, or a resource's URI.
+        let params = &message["params"];
+        if let Some(name) = params["name"].as_str().or(params["uri"].as_str()) {
             request.push_str(&format!("Mcp-Name: {name}\r\n"));
         }
         if let Some(authorization) = &self.authorization {

@@ -51,7 +51,8 @@ pub fn airlock(home: &Path, config: &Path, args: &[&str]) -> Command {
             std::env::temp_dir().join("airlock-test-mcp-cache"),
         )
         .env_remove("XDG_CONFIG_HOME")
-        .env_remove("XDG_DATA_HOME");
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_STATE_HOME");
     command
 }
 

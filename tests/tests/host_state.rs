@@ -67,13 +67,14 @@ fn hs01_a_writable_grant_may_not_hold_airlocks_own_state() {
         );
     }
 
-    // Only the cache may not be read either: the rest may be granted
-    // read-only.
+    // Only the cache and the results directory (another caller's saved
+    // results) may not be read either: the rest may be granted read-only.
     for (what, set) in &cases {
         let mut c = with_workspace(ws.path(), WorkspaceAccess::Read);
         set(&mut c);
         let result = Grants::from_config(&c);
-        assert_eq!(result.is_err(), *what == "the artifact cache", "{what}");
+        let unreadable = ["the artifact cache", "the results directory"].contains(what);
+        assert_eq!(result.is_err(), unreadable, "{what}");
     }
 }
 
@@ -219,17 +220,21 @@ unsafe extern "C" {
 #[test]
 fn hs06_a_link_in_place_of_the_results_directory_is_not_followed() {
     use airlock_host::ToolOutput;
-    use airlock_host::pipeline::results::{ResultStore, spill};
+    use airlock_host::pipeline::results::{Owner, ResultStore, spill};
+    let owner = Owner {
+        caller: None,
+        context: "cx",
+    };
     let elsewhere = workspace(&[]);
     let place = workspace(&[]);
     let results: PathBuf = place.path().join("results");
     std::os::unix::fs::symlink(elsewhere.path(), &results).unwrap();
     let mut c = config();
     c.results_dir = Some(results.clone());
-    let grants = Grants::from_config(&c).unwrap();
-    let store = ResultStore::new(c.results_dir.as_deref(), grants.workspace()).unwrap();
+    Grants::from_config(&c).unwrap();
+    let store = ResultStore::new(&results);
     let mut output = ToolOutput::text("x".repeat(1000));
-    let e = spill(&mut output, 10, Some(&store), "use-1").unwrap_err();
+    let e = spill(&mut output, 10, Some(&store), owner, "use-1").unwrap_err();
     assert!(e.message.contains("saving it failed"), "{e}");
     assert_eq!(
         std::fs::read_dir(elsewhere.path()).unwrap().count(),
@@ -240,10 +245,10 @@ fn hs06_a_link_in_place_of_the_results_directory_is_not_followed() {
     // A real directory is created private to the user and used.
     let real_dir = place.path().join("real");
     c.results_dir = Some(real_dir.clone());
-    let grants = Grants::from_config(&c).unwrap();
-    let store = ResultStore::new(c.results_dir.as_deref(), grants.workspace()).unwrap();
+    Grants::from_config(&c).unwrap();
+    let store = ResultStore::new(&real_dir);
     let mut output = ToolOutput::text("x".repeat(1000));
-    let saved = spill(&mut output, 10, Some(&store), "use-1")
+    let saved = spill(&mut output, 10, Some(&store), owner, "use-1")
         .unwrap()
         .unwrap();
     assert!(Path::new(&saved).starts_with(&real_dir), "{saved}");

@@ -318,11 +318,20 @@ async fn rules_and_modes_decide_on_real_tools() {
     ok_text(&call(&airlock, &mut plan, "ls", json!({})).await);
 }
 
+/// An oversized result is saved outside the workspace and every grant, as
+/// its caller's and context's: no tool reads it, and the host gives it back
+/// to that owner alone.
 #[tokio::test]
 async fn oversized_results_are_spilled_with_a_preview() {
+    use airlock_host::pipeline::results::Owner;
     let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
     let ws = workspace(&[("big.txt", &big)]);
-    let airlock = airlock(workspace_config(ws.path())).await;
+    let results = tempfile::tempdir().unwrap();
+    let config = Config {
+        results_dir: Some(results.path().to_path_buf()),
+        ..workspace_config(ws.path())
+    };
+    let airlock = airlock(config).await;
     let mut cx = airlock.context();
     let r = call(
         &airlock,
@@ -335,11 +344,22 @@ async fn oversized_results_are_spilled_with_a_preview() {
     assert!(text.starts_with("<persisted-output>"), "{}", &text[..200]);
     let path = r.spilled_to.clone().unwrap();
     assert!(
-        path.starts_with(&path_in(ws.path(), ".airlock/results/")),
+        path.starts_with(&results.path().display().to_string()),
         "{path}"
     );
     assert!(text.contains(&path));
-    let saved = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("No tool can read it there"),
+        "{}",
+        &text[..400]
+    );
+    assert!(
+        !ws.path().join(".airlock").exists(),
+        "nothing in the workspace"
+    );
+    let store = airlock.results().expect("a results directory");
+    let saved = store.read(&path, Owner::of(&cx, None), 1 << 20).unwrap();
+    let saved = String::from_utf8(saved).unwrap();
     assert!(
         saved.contains(" 20000\tline 19999"),
         "{}",
@@ -352,10 +372,17 @@ async fn oversized_results_are_spilled_with_a_preview() {
         json!({"file_path": path, "offset": 20000, "limit": 1}),
     )
     .await;
-    assert!(
-        ok_text(&r).contains("line 19999"),
-        "the model can read the saved result"
-    );
+    assert!(err(&r).message.contains("outside"), "{}", err(&r).message);
+    // Another context's, or a caller's, is another owner.
+    let other = airlock.context();
+    let caller = airlock_host::Caller {
+        subject: "alice".into(),
+        client_id: None,
+    };
+    for owner in [Owner::of(&other, None), Owner::of(&cx, Some(&caller))] {
+        let e = store.read(&path, owner, 1 << 20).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{owner:?}");
+    }
 }
 
 #[tokio::test]

@@ -45,6 +45,7 @@ fn isolated(mut command: Command, home: &Path) -> Command {
         )
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_STATE_HOME")
         .env_remove("AIRLOCK_CONFIG");
     command
 }
@@ -2405,4 +2406,172 @@ fn a_caller_finds_only_the_deferred_tools_its_scopes_give() {
     ));
     let found = modern::text(&reply.message);
     assert!(found.contains("No deferred tool matches"), "{found}");
+}
+
+/// The `file://` URI of the spilled result a `tools/call` reply links to.
+fn spilled_uri(reply: &serde_json::Value) -> String {
+    reply["result"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "resource_link")
+        .and_then(|c| c["uri"].as_str())
+        .unwrap_or_else(|| panic!("no resource link: {reply}"))
+        .to_string()
+}
+
+/// A spilled result is its caller's (issue 46): alice's `read` of a big
+/// file spills, and bob, holding a read-only scope, can neither reach the
+/// file through a tool (`read`, `ls`, `grep`, `glob`) nor read it with
+/// `resources/read`, in his session, in his session with 2026-07-28
+/// `_meta`, or statelessly: each time the same not-found as for a result
+/// that does not exist. Alice reads hers, in both eras.
+#[test]
+fn a_spilled_result_is_its_callers_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let key = ec_key("ec-1");
+    let jwks = JwksServer::start(&[&key], false);
+    let server = auth_server_with(
+        home.path(),
+        &jwks.url,
+        "[auth.tool_scopes.\"tools:read\"]\nread_only = true\n",
+    );
+    let workspace = home.path().join("workspace");
+    let big: String = (1..=20_000).map(|k| format!("line-{k}\n")).collect();
+    std::fs::write(workspace.join("big.txt"), &big).unwrap();
+    let big = workspace.join("big.txt");
+    let read_big = serde_json::json!({"file_path": big.to_str().unwrap(), "limit": 20000});
+    let token_of = |sub: &str| {
+        bearer(&token(
+            &key,
+            serde_json::json!({"sub": sub, "scope": "tools:read"}),
+        ))
+    };
+    let session = |sub: &str| {
+        let mut http = Http::connect(server.addr);
+        http.authorization = token_of(sub);
+        http.initialize();
+        http
+    };
+    let stateless = |sub: &str| {
+        let mut connection = modern::Connection::open(&server.addr.to_string());
+        connection.authorization = token_of(sub);
+        connection
+    };
+    let modern_meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": modern::VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-2026", "version": "1"},
+    });
+    // In a session, a request with 2026-07-28 `_meta` (and the header that
+    // version asks for) is served outside the session.
+    let read_in_session = |http: &mut Http, uri: &str, meta: Option<&serde_json::Value>| {
+        let mut params = serde_json::json!({"uri": uri});
+        let Some(meta) = meta else {
+            let line = request_line(9, "resources/read", params);
+            return http.request("POST", "/mcp", &line).message();
+        };
+        params["_meta"] = meta.clone();
+        let body = request_line(9, "resources/read", params);
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+             Accept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\
+             Mcp-Session-Id: {}\r\nMCP-Protocol-Version: {}\r\nMcp-Method: resources/read\r\n\
+             Mcp-Name: {uri}\r\nAuthorization: {}\r\n\r\n{body}",
+            body.len(),
+            http.session.as_deref().unwrap(),
+            modern::VERSION,
+            http.authorization.as_deref().unwrap(),
+        );
+        use std::io::Write;
+        http.reader.get_mut().write_all(request.as_bytes()).unwrap();
+        http.read().unwrap().message()
+    };
+    let read_stateless = |connection: &mut modern::Connection, uri: &str| {
+        let request = modern::request(
+            9,
+            "resources/read",
+            serde_json::json!({"uri": uri}),
+            modern::Cx::Default,
+        );
+        connection.post(&request).message
+    };
+    let whole = |reply: &serde_json::Value| {
+        let text = reply["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        text.contains("\tline-1\n") && text.trim_end().ends_with("\tline-20000")
+    };
+
+    // Alice's result, spilled in her session and in a stateless call.
+    let mut alice = session("alice");
+    let reply = alice.request("POST", "/mcp", &call_line(1, "read", read_big.clone()));
+    let in_session = spilled_uri(&reply.message());
+    let mut alice_2026 = stateless("alice");
+    let reply = alice_2026.post(&modern::call(2, "read", read_big, modern::Cx::Default));
+    let in_2026 = spilled_uri(&reply.message);
+    let path = in_session.strip_prefix("file://").unwrap().to_string();
+    let dir = Path::new(&path)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+
+    // Bob's tools do not reach it.
+    let mut bob = session("bob");
+    for (tool, arguments) in [
+        ("read", serde_json::json!({"file_path": path})),
+        ("ls", serde_json::json!({"path": dir})),
+        (
+            "grep",
+            serde_json::json!({"pattern": "line-19999", "path": dir, "output_mode": "content"}),
+        ),
+        ("glob", serde_json::json!({"pattern": "*.txt", "path": dir})),
+    ] {
+        let reply = bob.request("POST", "/mcp", &call_line(3, tool, arguments));
+        let (text, failed) = call_text(&reply.message());
+        // The path bob named may come back in the error; nothing else of it.
+        let told = text.replace(&path, "");
+        let name = Path::new(&path).file_name().unwrap().to_str().unwrap();
+        assert!(
+            failed && !told.contains("line-19999") && !told.contains(name),
+            "bob's {tool} reached alice's result: {}",
+            &text[..text.len().min(300)]
+        );
+    }
+
+    // Nor does his `resources/read`, in any era: the error is the one a
+    // result that does not exist gets (-32002; in 2026-07-28, -32602).
+    let made_up = |uri: &str| uri.replace(".txt", "-404.txt");
+    let not_found = |reply: &serde_json::Value, uri: &str, missing: &serde_json::Value| {
+        let code = &reply["error"]["code"];
+        assert!(*code == -32002 || *code == -32602, "{uri}: {reply}");
+        assert_eq!(
+            reply["error"].to_string(),
+            missing["error"].to_string().replace(&made_up(uri), uri),
+            "{uri}: told apart from a result that does not exist"
+        );
+    };
+    let mut bob_2026 = stateless("bob");
+    for uri in [&in_session, &in_2026] {
+        let missing = read_in_session(&mut bob, &made_up(uri), None);
+        not_found(&read_in_session(&mut bob, uri, None), uri, &missing);
+        let missing = read_in_session(&mut bob, &made_up(uri), Some(&modern_meta));
+        not_found(
+            &read_in_session(&mut bob, uri, Some(&modern_meta)),
+            uri,
+            &missing,
+        );
+        let missing = read_stateless(&mut bob_2026, &made_up(uri));
+        not_found(&read_stateless(&mut bob_2026, uri), uri, &missing);
+    }
+
+    // Alice reads hers.
+    let start = |reply: &serde_json::Value| reply.to_string().chars().take(300).collect::<String>();
+    let reply = read_in_session(&mut alice, &in_session, None);
+    assert!(whole(&reply), "{}", start(&reply));
+    let reply = read_stateless(&mut alice_2026, &in_2026);
+    assert!(whole(&reply), "{}", start(&reply));
 }

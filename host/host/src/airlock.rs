@@ -166,7 +166,9 @@ impl Airlock {
         CallPolicy::new(
             hooks,
             prompter,
-            ResultStore::new(config.results_dir.as_deref(), grants.workspace()),
+            config
+                .effective_results_dir()
+                .map(|dir| ResultStore::new(&dir)),
             config.limits.json_depth,
             grants.workspace().map(|w| w.guest.clone()),
         )
@@ -261,7 +263,11 @@ impl Airlock {
         self.policy.prompter().as_ref()
     }
 
-    /// Where oversized results are saved, if anywhere.
+    /// Where oversized results are saved, if anywhere: outside every grant,
+    /// so an embedder hands a saved result to the caller that made the call
+    /// with [`ResultStore::read`] and its
+    /// [`Owner`](crate::pipeline::results::Owner) (the call's context and
+    /// caller), or shows [`ToolResult::spilled_to`](crate::ToolResult) itself.
     pub fn results(&self) -> Option<&ResultStore> {
         self.policy.results()
     }

@@ -77,6 +77,9 @@ pub struct ToolContext {
     /// Whose turn this context's calls wait in for an instance slot, when
     /// it is not the read-file cache's address (see [`Self::set_tenant`]).
     tenant: Option<usize>,
+    /// What this context's saved results are kept under, when it is not
+    /// its session id (see [`Self::set_results_key`]).
+    results_key: Option<Arc<str>>,
     rules: Arc<RwLock<PermissionRules>>,
     denials: Arc<Mutex<Vec<Denial>>>,
     abort: CancellationToken,
@@ -126,6 +129,7 @@ impl ToolContext {
             agent_id: None,
             read_files: new_read_files(),
             tenant: None,
+            results_key: None,
             rules: Arc::new(RwLock::new(rules)),
             denials: Arc::default(),
             abort: CancellationToken::new(),
@@ -194,6 +198,24 @@ impl ToolContext {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut hasher);
         self.tenant = Some(hasher.finish() as usize);
+    }
+
+    /// The name this context's saved (spilled) results are kept under,
+    /// with the caller's identity
+    /// ([`Owner`](crate::pipeline::results::Owner)): its session id, unless
+    /// [`Self::set_results_key`] named it otherwise. A sub-agent's context
+    /// keeps its parent's.
+    pub fn results_key(&self) -> &str {
+        self.results_key.as_deref().unwrap_or(&self.session_id)
+    }
+
+    /// Names this context for its saved results: a context kept between
+    /// requests is rebuilt for each call, so it names itself by `key` (its
+    /// name in a store, which [`crate::contexts::Contexts`] sets), and a
+    /// front end's session by an id of its own, which it names again to
+    /// read a result back.
+    pub fn set_results_key(&mut self, key: &str) {
+        self.results_key = Some(key.into());
     }
 
     /// The turn this context's calls wait in (see [`Self::set_tenant`]).

@@ -6,7 +6,7 @@
 //! context and a session [`Executor`], so calls take the same pipeline and
 //! scheduling rule as every other front end. Its invariants (one reply per
 //! call, calls in the order received, log lines before results, resources
-//! limited to the session's spilled results, tasks) are in ARCHITECTURE.md.
+//! limited to the caller's own spilled results, tasks) are in ARCHITECTURE.md.
 
 #![deny(missing_docs)]
 
@@ -15,6 +15,7 @@ use airlock_host::ContentBlock;
 use airlock_host::Descriptor;
 use airlock_host::LoadError;
 use airlock_host::contexts::Contexts;
+use airlock_host::pipeline::results::Owner;
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::tool::ProgressEvent;
 use airlock_host::{Entry, Registry, SourceStamp};
@@ -1305,8 +1306,8 @@ struct Session {
     /// request is served by a server of its own and never needs one).
     executor: OnceLock<ExecutorHandle>,
     /// The start of this session's tool-use ids, unique to it (a spilled
-    /// result is saved under its call's id, and a workspace outlives
-    /// sessions and servers).
+    /// result is saved under its call's id); also the name its context's
+    /// saved results are kept under (`ToolContext::set_results_key`).
     id_prefix: String,
     next_id: AtomicU64,
     /// Deferred tools that `tool_search` found in this session: listed
@@ -1328,11 +1329,12 @@ struct Session {
 }
 
 /// The resources a session was given: the links in the order given, and
-/// each one's file by URI.
+/// each one's file and the name of the context it was saved in
+/// (`ToolContext::results_key`), by URI.
 #[derive(Default)]
 struct Given {
     links: Vec<Resource>,
-    paths: HashMap<String, String>,
+    paths: HashMap<String, (String, String)>,
 }
 
 /// A call's progress notifications: its token and what was sent.
@@ -1485,18 +1487,22 @@ impl Session {
         )
     }
 
-    /// The link to a spilled result's file, recorded as given to this
-    /// session (so `resources/read` serves it).
-    fn give(&self, path: &str) -> Resource {
+    /// The link to a spilled result's file, saved in the context
+    /// `results_key` names, recorded as given to this session (so
+    /// `resources/read` serves it).
+    fn give(&self, path: &str, results_key: &str) -> Resource {
         let name = path.rsplit('/').next().unwrap_or(path);
         let mut link = Resource::new(file_uri(path), name);
-        link.description =
-            Some("The whole result of this call, saved because it was too large to return".into());
+        link.description = Some(
+            "The whole result of this call, saved because it was too large to return; read it \
+             with resources/read (no tool can, and no other caller)"
+                .into(),
+        );
         link.mime_type = Some(SPILLED_MIME.into());
         let mut given = lock(&self.given);
         if given
             .paths
-            .insert(link.uri.clone(), path.to_owned())
+            .insert(link.uri.clone(), (path.to_owned(), results_key.to_owned()))
             .is_none()
         {
             given.links.push(link.clone());
@@ -1541,7 +1547,8 @@ impl Session {
             let airlock = self.host.tools.borrow().clone();
             let airlock =
                 narrowed(airlock, lock(&self.view).as_ref()).with_prompter(self.prompter.clone());
-            let cx = airlock.context();
+            let mut cx = airlock.context();
+            cx.set_results_key(&self.id_prefix);
             Executor::session(airlock, cx).handle()
         })
     }
@@ -1906,38 +1913,50 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
-        // A 2026-07-28 request has no session that was given links: any
-        // saved result may be read (the results store opens only those).
-        let path = lock(&self.session.given)
-            .paths
-            .get(&uri)
-            .cloned()
-            .or_else(|| {
-                stateless::is_stateless(&context.meta)
-                    .then(|| path_of_file_uri(&uri))
-                    .flatten()
-            });
         let shown = || sanitize::clean_capped(&uri, Sink::Line, 300);
-        let Some(path) = path else {
-            return Err(ErrorData::resource_not_found(
+        // One answer for every result the caller does not have (another's,
+        // one that never was, any other URI), so it learns nothing.
+        let not_found = || {
+            ErrorData::resource_not_found(
                 format!(
-                    "there is no resource {:?} in this session: only the results this session \
-                     was given as resource links can be read",
+                    "there is no resource {:?} for this caller: only the results this session \
+                     was given as resource links (in MCP 2026-07-28, the results of the \
+                     caller's own calls in the context the request names) can be read",
                     shown()
                 ),
                 Some(serde_json::json!({ "uri": uri })),
-            ));
+            )
         };
+        // A result is read as its owner's: the caller and the context (the
+        // one a link this session was given was saved in; for any other
+        // URI in a 2026-07-28 request, which has no session, the context
+        // its `_meta` names, as a call's does). The results store serves
+        // only the owner's own.
+        let given = lock(&self.session.given).paths.get(&uri).cloned();
+        let found = match given {
+            Some(given) => Some(given),
+            None if stateless::is_stateless(&context.meta) => {
+                path_of_file_uri(&uri).zip(stateless::results_key(&context))
+            }
+            None => None,
+        };
+        let Some((path, results_key)) = found else {
+            return Err(not_found());
+        };
+        let caller = identity(&context).map(auth::Identity::caller);
         let airlock = self.session.host.tools.borrow().clone();
         let cap = u64::try_from(airlock.grants().limits().output_bytes)
             .unwrap_or(u64::MAX)
             .saturating_mul(4);
         let read = tokio::task::spawn_blocking(move || match airlock.results() {
-            Some(store) => store.read(&path, cap),
-            None => Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no results directory is configured",
-            )),
+            Some(store) => {
+                let owner = Owner {
+                    caller: caller.as_ref(),
+                    context: &results_key,
+                };
+                store.read(&path, owner, cap)
+            }
+            None => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
         })
         .await
         .map_err(|e| {
@@ -1952,12 +1971,7 @@ impl ServerHandler for McpServer {
                     ResourceContents::blob(blob, uri).with_mime_type("application/octet-stream")
                 }
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ErrorData::resource_not_found(
-                    format!("the resource {:?} no longer exists: {e}", shown()),
-                    Some(serde_json::json!({ "uri": uri })),
-                ));
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
             Err(e) => {
                 return Err(ErrorData::internal_error(
                     format!("the resource {:?} cannot be read: {e}", shown()),
@@ -2069,7 +2083,10 @@ impl McpServer {
                         if session.found_tools(&result) {
                             let _ = context.peer.notify_tool_list_changed().await;
                         }
-                        let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
+                        let spilled = result
+                            .spilled_to
+                            .as_deref()
+                            .map(|path| session.give(path, &session.id_prefix));
                         let reply = mcp_result(*result, lists_output_schema, spilled).into();
                         if let Some(received) = &received {
                             received.hold_until_written(events);
@@ -2197,8 +2214,8 @@ fn file_uri(path: &str) -> String {
 
 /// `mcp-` and 32 hex digits (128 random bits), different for every session
 /// of every server: the names of a session's saved results start with it,
-/// so no client can guess another's (a 2026-07-28 `resources/read` serves
-/// any saved result it names).
+/// and its context's results are kept under it (whose they are is checked
+/// by the results store, not by the name being hard to guess).
 fn unique_prefix() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {

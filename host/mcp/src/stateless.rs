@@ -25,7 +25,7 @@ use super::{
     narrowed, no_such_tool, tool_view, wait_turn, waiting,
 };
 use airlock_host::adapters::mcp::output_schema;
-use airlock_host::contexts::{ContextError, Contexts};
+use airlock_host::contexts::{self, ContextError, Contexts};
 use airlock_host::tool::ProgressSink;
 use airlock_host::{CallControl, SafetyFlags, ToolUse};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion, RequestMetaObject};
@@ -98,6 +98,37 @@ impl Lanes {
     }
 }
 
+/// The context a request's `_meta` names; an error for a value that is no
+/// context id, `"new"` or null.
+fn named(meta: &RequestMetaObject) -> Result<Named<'_>, ErrorData> {
+    match meta.0.get(CONTEXT_META) {
+        // Some serialisers write an unset key as null.
+        None | Some(serde_json::Value::Null) => Ok(Named::Default),
+        Some(serde_json::Value::String(id)) if id == NEW => Ok(Named::Fresh),
+        Some(serde_json::Value::String(id)) => Ok(Named::Id(id.as_str())),
+        Some(_) => Err(ErrorData::invalid_params(
+            format!(
+                "_meta[\"{CONTEXT_META}\"] must be a context id an earlier result handed out, \
+                 or \"{NEW}\" for a new context (without it, the call runs in the default \
+                 context)"
+            ),
+            None,
+        )),
+    }
+}
+
+/// The name the saved results of the context a 2026-07-28 request names
+/// are kept under, for its caller (`ToolContext::results_key`); `None` for
+/// a new context (which has none yet) or a malformed name.
+pub(crate) fn results_key(context: &RequestContext<RoleServer>) -> Option<String> {
+    let owner = crate::identity(context).map(crate::auth::Identity::key);
+    match named(&context.meta).ok()? {
+        Named::Default => Some(contexts::results_key(None, owner.as_deref())),
+        Named::Fresh => None,
+        Named::Id(id) => Some(contexts::results_key(Some(id), owner.as_deref())),
+    }
+}
+
 /// Whether a request says, in its own `_meta`, that it is 2026-07-28 or
 /// later (no session: its context comes from the store).
 pub(crate) fn is_stateless(meta: &RequestMetaObject) -> bool {
@@ -130,22 +161,7 @@ impl McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let session = &self.session;
         let contexts: &Contexts = &session.host.contexts;
-        let named = match context.meta.0.get(CONTEXT_META) {
-            // Some serialisers write an unset key as null.
-            None | Some(serde_json::Value::Null) => Named::Default,
-            Some(serde_json::Value::String(id)) if id == NEW => Named::Fresh,
-            Some(serde_json::Value::String(id)) => Named::Id(id.as_str()),
-            Some(_) => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "_meta[\"{CONTEXT_META}\"] must be a context id an earlier result \
-                         handed out, or \"{NEW}\" for a new context (without it, the call runs in \
-                         the default context)"
-                    ),
-                    None,
-                ));
-            }
-        };
+        let named = named(&context.meta)?;
         // The host's own prompter answers permission questions.
         let host = session.host.listing(&request.name, &context.ct).await?;
         let airlock = narrowed(host, tool_view(&context));
@@ -200,7 +216,7 @@ impl McpServer {
             Some(in_lane) => in_lane,
             None => waiting(entering, &context.ct, &closed).await?,
         };
-        let loaded = match named {
+        let mut loaded = match named {
             Named::Default => contexts.load_default(&mut cx, owner).await,
             Named::Fresh => contexts.load_as(None, owner, &mut cx).await,
             Named::Id(id) => contexts.load_as(Some(id), owner, &mut cx).await,
@@ -251,6 +267,12 @@ impl McpServer {
                 }
             }
         };
+        // A result the call saved is kept under the context's id: a new
+        // context that saved one is created (its id handed out), so that
+        // the result can be read back.
+        if result.spilled_to.is_some() {
+            loaded.keep();
+        }
         // What the call changed is kept even when its client went away.
         let saved = contexts.save(loaded, &cx).await;
         if let Some(error) = abandoned {
@@ -265,7 +287,10 @@ impl McpServer {
                 None,
             )
         })?;
-        let spilled = result.spilled_to.as_deref().map(|path| session.give(path));
+        let spilled = result
+            .spilled_to
+            .as_deref()
+            .map(|path| session.give(path, cx.results_key()));
         let mut reply = mcp_result(result, lists_output_schema, spilled);
         if let Some(id) = saved {
             reply

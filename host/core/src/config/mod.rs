@@ -54,8 +54,10 @@ pub struct Config {
     /// Grants per tool name; `"*"` applies to every tool.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
-    /// Where results too large to return are saved (default:
-    /// `.airlock/results` in the workspace).
+    /// Where results too large to return are saved, each caller's and
+    /// context's in a directory of its own (default:
+    /// `$XDG_STATE_HOME/airlock/results`, or `~/.local/state/airlock/results`).
+    /// No grant may reach it, not even read-only.
     #[serde(default)]
     pub results_dir: Option<PathBuf>,
     /// Permission rules and the starting mode (Claude Code's `permissions`).
@@ -754,8 +756,9 @@ impl Config {
 
     /// Airlock's own state on disk, which no writable grant may reach: the
     /// configuration directory and file, the tool directories (the
-    /// configured ones and the user's default one), the artifact cache, the
-    /// results directory and the settings files.
+    /// configured ones and the user's default one), the artifact cache and
+    /// the results directory (the configured ones and the defaults, which
+    /// no grant may read either), and the settings files.
     pub fn host_paths(&self) -> Vec<HostPath> {
         let dir = |what: &'static str, path: PathBuf| HostPath {
             what,
@@ -808,10 +811,19 @@ impl Config {
                     unreadable: true,
                 }),
         );
+        // Saved results are their callers' alone: a tool reading them
+        // would read another caller's.
         paths.extend(
             self.results_dir
                 .clone()
-                .map(|d| dir("the results directory", d)),
+                .into_iter()
+                .chain(default_results_dir())
+                .map(|path| HostPath {
+                    what: "the results directory",
+                    path,
+                    is_dir: true,
+                    unreadable: true,
+                }),
         );
         paths.extend(
             self.secrets
@@ -836,6 +848,12 @@ impl Config {
     /// The approvals file in effect, if any.
     pub fn effective_approvals_file(&self) -> Option<PathBuf> {
         self.approvals.clone().or_else(approvals_file)
+    }
+
+    /// The results directory in effect: `results_dir`, else
+    /// [`default_results_dir`]; `None` when neither is known (no `HOME`).
+    pub fn effective_results_dir(&self) -> Option<PathBuf> {
+        self.results_dir.clone().or_else(default_results_dir)
     }
 
     /// The compiled-tool cache in effect, if any.
@@ -873,6 +891,13 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     user_dir("XDG_CACHE_HOME", ".cache").map(|d| d.join("airlock/artifacts"))
 }
 
+/// Where results too large to return are saved when `results_dir` names no
+/// other directory: `$XDG_STATE_HOME/airlock/results`, or
+/// `~/.local/state/airlock/results`, outside any workspace.
+pub fn default_results_dir() -> Option<PathBuf> {
+    user_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("airlock/results"))
+}
+
 /// The user's tool directory, where `just build-guests` installs tools:
 /// `$XDG_DATA_HOME/airlock/tools`, or `~/.local/share/airlock/tools`.
 pub fn default_tool_dir() -> Option<PathBuf> {
@@ -907,6 +932,27 @@ mod tests {
             paths.iter().any(|p| p.path == sdks && p.is_dir),
             "{paths:?}"
         );
+    }
+
+    #[test]
+    fn the_results_directories_are_out_of_every_grants_reach() {
+        let default = default_results_dir().expect("tests run with HOME set");
+        let configured = PathBuf::from("/srv/airlock-results");
+        let config = Config {
+            results_dir: Some(configured.clone()),
+            ..Config::default()
+        };
+        let paths = config.host_paths();
+        for dir in [&default, &configured] {
+            assert!(
+                paths
+                    .iter()
+                    .any(|p| &p.path == dir && p.is_dir && p.unreadable),
+                "{paths:?}"
+            );
+        }
+        assert_eq!(config.effective_results_dir(), Some(configured));
+        assert_eq!(Config::default().effective_results_dir(), Some(default));
     }
 
     #[test]

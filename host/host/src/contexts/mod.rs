@@ -153,22 +153,65 @@ impl std::fmt::Debug for Contexts {
     }
 }
 
-/// A context as a call loaded it: its id (none for a fresh one), the
-/// store's name for it when it is a default context, and its fields then,
+/// A context as a call loaded it: which one it is, and its fields then,
 /// which [`Contexts::save`] compares the changed context with.
 #[derive(Debug)]
 pub struct Loaded {
-    id: Option<String>,
-    default: Option<String>,
+    place: Place,
     /// Whose a context created from this one is.
     owner: Option<String>,
+    /// Whether a fresh context is created even if the call changed nothing
+    /// in it ([`Loaded::keep`]).
+    keep: bool,
     before: Fields,
+}
+
+/// Which context was loaded.
+#[derive(Debug)]
+enum Place {
+    /// A default context, by the store's name for it.
+    Default(String),
+    /// A fresh context, and the id it takes if it is created.
+    Fresh(String),
+    /// A context the store holds, by its id.
+    Stored(String),
 }
 
 impl Loaded {
     /// The context's id, if it has one yet.
     pub fn id(&self) -> Option<&str> {
-        self.id.as_deref()
+        match &self.place {
+            Place::Stored(id) => Some(id),
+            Place::Default(_) | Place::Fresh(_) => None,
+        }
+    }
+
+    /// Creates a fresh context when it is saved even if the call changed
+    /// nothing in it: a result the call saved is kept under the context's
+    /// id ([`ToolContext::results_key`]), so the caller needs the id to
+    /// read it back. No effect on a context that already exists.
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+}
+
+/// The name the saved results of calls in a context are kept under
+/// ([`ToolContext::results_key`], which loading the context sets): context
+/// `id`'s, or (`None`) the default context of `owner` (an authenticated
+/// caller's opaque key). A front end names the owner of a result it is
+/// asked for by it, without loading the context.
+pub fn results_key(id: Option<&str>, owner: Option<&str>) -> String {
+    match id {
+        Some(id) => id.to_string(),
+        None => default_key(owner),
+    }
+}
+
+/// The store's name for the default context of `owner`.
+fn default_key(owner: Option<&str>) -> String {
+    match owner {
+        Some(owner) => format!("{DEFAULT_ID}:{owner}"),
+        None => DEFAULT_ID.to_string(),
     }
 }
 
@@ -211,8 +254,11 @@ impl Contexts {
 
     /// Restores context `id` into `cx` (a fresh context of the host), or
     /// leaves `cx` as it is for `None` (a new context, created by
-    /// [`Contexts::save`] if the call changes it). For a caller with no
-    /// identity: [`Contexts::load_as`] with no owner.
+    /// [`Contexts::save`] if the call changes it, or [`Loaded::keep`] says
+    /// so). Either way `cx` is named for its saved results
+    /// ([`ToolContext::set_results_key`]) by the context's id (a new one's
+    /// is chosen now). For a caller with no identity: [`Contexts::load_as`]
+    /// with no owner.
     pub async fn load(
         &self,
         id: Option<&str>,
@@ -254,10 +300,12 @@ impl Contexts {
     ) -> Result<Loaded, ContextError> {
         let owner = owner.map(str::to_string);
         let Some(id) = id else {
+            let id = new_id().map_err(|e| self.failed(e))?;
+            cx.set_results_key(&id);
             return Ok(Loaded {
-                id: None,
-                default: None,
+                place: Place::Fresh(id),
                 owner,
+                keep: false,
                 before: cx.to_fields(),
             });
         };
@@ -281,13 +329,14 @@ impl Contexts {
         }
         cx.restore_fields(&fields);
         cx.set_tenant(id);
+        cx.set_results_key(id);
         // What was stored (less its owner, which no save changes) is what
         // a save compares with: a field the restore left out is removed by
         // the next save that writes.
         Ok(Loaded {
-            id: Some(id.to_string()),
-            default: None,
+            place: Place::Stored(id.to_string()),
             owner,
+            keep: false,
             before: fields,
         })
     }
@@ -302,10 +351,7 @@ impl Contexts {
         cx: &mut ToolContext,
         owner: Option<&str>,
     ) -> Result<Loaded, ContextError> {
-        let key = match owner {
-            Some(owner) => format!("{DEFAULT_ID}:{owner}"),
-            None => DEFAULT_ID.to_string(),
-        };
+        let key = default_key(owner);
         let fields = self
             .store
             .load(&key, self.ttl)
@@ -319,16 +365,18 @@ impl Contexts {
             None => cx.to_fields(),
         };
         cx.set_tenant(&key);
+        cx.set_results_key(&key);
         Ok(Loaded {
-            id: None,
-            default: Some(key),
+            place: Place::Default(key),
             owner: None,
+            keep: false,
             before,
         })
     }
 
     /// Writes what the call changed in `cx` since it was loaded: creates a
-    /// context (with a new id) for a fresh one the call changed. Returns
+    /// context (with the id chosen when it was loaded) for a fresh one the
+    /// call changed or [`Loaded::keep`] keeps. Returns
     /// the id to hand to the client: the context's, if it has one (the
     /// default context has none).
     pub async fn save(
@@ -348,19 +396,19 @@ impl Contexts {
             .filter(|k| !after.contains_key(*k))
             .cloned()
             .collect();
-        if let Some(key) = &loaded.default {
-            if !set.is_empty() || !remove.is_empty() {
-                self.store
-                    .merge(key, &set, &remove, self.ttl)
-                    .await
-                    .map_err(|e| self.failed(e))?;
+        let unchanged = set.is_empty() && remove.is_empty();
+        match loaded.place {
+            Place::Default(key) => {
+                if !unchanged {
+                    self.store
+                        .merge(&key, &set, &remove, self.ttl)
+                        .await
+                        .map_err(|e| self.failed(e))?;
+                }
+                Ok(None)
             }
-            return Ok(None);
-        }
-        match loaded.id {
-            None if set.is_empty() && remove.is_empty() => Ok(None),
-            None => {
-                let id = new_id().map_err(|e| self.failed(e))?;
+            Place::Fresh(_) if unchanged && !loaded.keep => Ok(None),
+            Place::Fresh(id) => {
                 let mut created = after;
                 if let Some(owner) = loaded.owner {
                     created.insert(FIELD_OWNER.to_string(), owner);
@@ -371,8 +419,8 @@ impl Contexts {
                     .map_err(|e| self.failed(e))?;
                 Ok(Some(id))
             }
-            Some(id) if set.is_empty() && remove.is_empty() => Ok(Some(id)),
-            Some(id) => {
+            Place::Stored(id) if unchanged => Ok(Some(id)),
+            Place::Stored(id) => {
                 if self
                     .store
                     .update(&id, &set, &remove, self.ttl)

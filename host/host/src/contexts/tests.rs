@@ -375,3 +375,41 @@ fn stamps_round_trip_and_bad_ones_are_refused() {
     assert!(third.file_stamp("/w/g").is_none());
     assert!(third.env().is_empty());
 }
+
+/// A context's saved results are kept under its name: a stored context's
+/// id, a default context's store key (its owner's own), and for a fresh
+/// context the id it takes when it is created, which a call that saved a
+/// result keeps even if it changed nothing else.
+#[tokio::test]
+async fn a_context_names_its_saved_results_and_a_fresh_one_that_kept_one_is_created() {
+    let (_tmp, grants) = setup();
+    let contexts = memory();
+    let mut cx = fresh(&grants);
+    contexts.load_default(&mut cx, None).await.unwrap();
+    assert_eq!(cx.results_key(), results_key(None, None));
+    let mut owned = fresh(&grants);
+    contexts
+        .load_default(&mut owned, Some("alice"))
+        .await
+        .unwrap();
+    assert_eq!(owned.results_key(), results_key(None, Some("alice")));
+    assert_ne!(owned.results_key(), cx.results_key());
+
+    // Nothing changed and nothing kept: no context.
+    let mut unkept = fresh(&grants);
+    let loaded = contexts.load(None, &mut unkept).await.unwrap();
+    assert_eq!(contexts.save(loaded, &unkept).await.unwrap(), None);
+
+    let mut kept = fresh(&grants);
+    let mut loaded = contexts.load(None, &mut kept).await.unwrap();
+    let key = kept.results_key().to_string();
+    assert!(is_context_id(&key), "{key}");
+    assert_ne!(key, unkept.results_key());
+    loaded.keep();
+    let id = contexts.save(loaded, &kept).await.unwrap();
+    assert_eq!(id.as_deref(), Some(key.as_str()), "created under that id");
+    let mut again = fresh(&grants);
+    let loaded = contexts.load(Some(&key), &mut again).await.unwrap();
+    assert_eq!(again.results_key(), results_key(Some(&key), None));
+    assert_eq!(contexts.save(loaded, &again).await.unwrap(), Some(key));
+}

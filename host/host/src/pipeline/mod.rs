@@ -9,7 +9,8 @@
 //!    own check; an ask goes to the prompter; denials are recorded;
 //! 5. the call, with progress, under the grants of its final flags;
 //! 6. result processing ([`results`]): the secrets redacted from the output
-//!    or error ([`crate::secrets`]), output schema, spilling;
+//!    or error ([`crate::secrets`]), output schema, spilling (to a file of
+//!    the caller's and context's, outside every grant);
 //! 7. post-tool hooks: may block or replace the output, add context;
 //! 8. telemetry ([`telemetry`]) around it all: one `execute_tool` span.
 //!
@@ -382,6 +383,7 @@ impl Stages<'_> {
             &mut output,
             d.max_result_size,
             self.policy.results(),
+            results::Owner::of(self.cx, self.caller.as_ref()),
             &self.inv.tool_use_id,
         )?;
 
