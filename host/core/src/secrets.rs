@@ -1000,17 +1000,7 @@ mod tests {
             let clean = s.redact(&text).into_owned();
             prop_assert!(clean.starts_with("#{") && clean.ends_with("}#"), "{}", clean);
             prop_assert!(clean.contains("[secret v]"), "{} from {}", clean, text);
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
-            cuts.sort();
-            let mut redactor = Redactor::new(Arc::new(s));
-            let mut out = Vec::new();
-            let mut at = 0;
-            for cut in cuts.into_iter().chain([text.len()]) {
-                out.extend(redactor.push(&text.as_bytes()[at..cut]));
-                at = cut;
-            }
-            out.extend(redactor.finish());
-            prop_assert_eq!(String::from_utf8_lossy(&out).into_owned(), clean);
+            prop_assert_eq!(streamed(Arc::new(s), &text, cuts), clean);
         }
     }
 
@@ -1026,18 +1016,24 @@ mod tests {
             let s = secrets();
             let b64 = base64::engine::general_purpose::STANDARD.encode(VALUE);
             let text = format!("{before}{VALUE}{after}{b64}{before}");
-            let mut cuts = cuts.into_iter().map(|c| c.min(text.len())).collect::<Vec<_>>();
-            cuts.sort();
-            let mut redactor = Redactor::new(s.clone());
-            let mut out = Vec::new();
-            let mut at = 0;
-            for cut in cuts.into_iter().chain([text.len()]) {
-                out.extend(redactor.push(&text.as_bytes()[at..cut]));
-                at = cut;
-            }
-            out.extend(redactor.finish());
-            prop_assert_eq!(String::from_utf8(out).unwrap(), s.redact(&text).into_owned());
+            prop_assert_eq!(streamed(s.clone(), &text, cuts), s.redact(&text).into_owned());
         }
+    }
+
+    /// `text` redacted by a [`Redactor`] of `secrets`, fed in chunks cut
+    /// at `cuts` (past the end: at the end).
+    fn streamed(secrets: Arc<Secrets>, text: &str, cuts: Vec<usize>) -> String {
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
+        cuts.sort();
+        let mut redactor = Redactor::new(secrets);
+        let mut out = Vec::new();
+        let mut at = 0;
+        for cut in cuts.into_iter().chain([text.len()]) {
+            out.extend(redactor.push(&text.as_bytes()[at..cut]));
+            at = cut;
+        }
+        out.extend(redactor.finish());
+        String::from_utf8(out).expect("redaction keeps whole characters")
     }
 
     fn config(toml: &str) -> Config {

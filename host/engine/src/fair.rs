@@ -71,13 +71,8 @@ impl FairShare {
     /// `slots` slots, of which one tenant holds at most
     /// [`FairShare::per_tenant`].
     pub(crate) fn new(slots: usize) -> Arc<FairShare> {
-        FairShare::with_share(slots, FairShare::per_tenant(slots))
-    }
-
-    /// `slots` slots, of which one tenant holds at most `per_tenant`.
-    pub(crate) fn with_share(slots: usize, per_tenant: usize) -> Arc<FairShare> {
         Arc::new(FairShare {
-            per_tenant,
+            per_tenant: FairShare::per_tenant(slots),
             state: Mutex::new(State {
                 free: slots,
                 ..State::default()

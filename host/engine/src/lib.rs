@@ -24,7 +24,6 @@ mod repoll;
 mod run;
 mod snapshot;
 mod state;
-mod turns;
 mod wasm_hook;
 mod wasm_tool;
 
@@ -69,8 +68,6 @@ struct Inner {
     limits: Limits,
     cache: Option<ArtifactCache>,
     admission: Option<Admission>,
-    /// The CPU turns guests take to run wasm (`turns.rs`).
-    turns: Arc<FairShare>,
     preopens: preopens::Preopens,
 }
 
@@ -189,15 +186,9 @@ impl Engine {
                 limits: limits.clone(),
                 cache,
                 admission,
-                turns: FairShare::with_share(turns::turns(), turns::turns()),
                 preopens: preopens::Preopens::default(),
             }),
         })
-    }
-
-    /// The CPU turns guests take to run wasm, fair among agent contexts.
-    pub(crate) fn turns(&self) -> &Arc<FairShare> {
-        &self.inner.turns
     }
 
     /// Each call's preopened directories, by set of mounts.

@@ -12,11 +12,8 @@
 //! pending polls it again at once. A `Pending` the epoch callback asked
 //! for (a guest yielding every tick so that other tasks run) is passed on
 //! as before, and so is any other after a few polls in a row, so a future
-//! that keeps waking itself still yields. A `Pending` the epoch callback
-//! did not ask for is the guest waiting for a host future (a sleep, I/O):
-//! it gives back its CPU turn ([`Turn`]) meanwhile.
+//! that keeps waking itself still yields.
 
-use crate::turns::Turn;
 use futures::task::AtomicWaker;
 use std::future::Future;
 use std::sync::Arc;
@@ -28,8 +25,8 @@ const IN_A_ROW: usize = 4;
 
 /// Runs `fut`, polling it again at once when it woke itself during a poll
 /// that `yields` (the count of yields the epoch callback asked for) did not
-/// move in; `turn` is given back while it waits for anything else.
-pub(crate) async fn repoll<F: Future>(fut: F, yields: &AtomicU64, turn: &Turn) -> F::Output {
+/// move in.
+pub(crate) async fn repoll<F: Future>(fut: F, yields: &AtomicU64) -> F::Output {
     let relay = Arc::new(Relay::default());
     let waker = Waker::from(relay.clone());
     let mut fut = std::pin::pin!(fut);
@@ -46,9 +43,6 @@ pub(crate) async fn repoll<F: Future>(fut: F, yields: &AtomicU64, turn: &Turn) -
                 Poll::Ready(out) => return Poll::Ready(out),
                 Poll::Pending if woken && yields.load(Ordering::SeqCst) == asked => continue,
                 Poll::Pending => {
-                    if yields.load(Ordering::SeqCst) == asked {
-                        turn.give_back();
-                    }
                     if woken {
                         cx.waker().wake_by_ref();
                     }
@@ -100,11 +94,6 @@ mod tests {
         }
     }
 
-    /// A turn of its own (these futures run no guest).
-    fn turn() -> Arc<Turn> {
-        Turn::new(crate::fair::FairShare::with_share(1, 1), 0)
-    }
-
     /// Polls `fut` once with a counting waker: what it returned, and how
     /// often the task was woken.
     fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> (Poll<F::Output>, Arc<Count>) {
@@ -135,8 +124,7 @@ mod tests {
     #[test]
     fn a_future_that_wakes_itself_once_is_done_in_one_poll_of_its_task() {
         let yields = AtomicU64::new(0);
-        let turn = turn();
-        let fut = std::pin::pin!(repoll(self_waking(1, None), &yields, &turn));
+        let fut = std::pin::pin!(repoll(self_waking(1, None), &yields));
         let (poll, woken) = poll_once(fut);
         assert_eq!(poll, Poll::Ready(2));
         assert_eq!(woken.0.load(Ordering::SeqCst), 0, "its task was not woken");
@@ -145,8 +133,7 @@ mod tests {
     #[test]
     fn a_yield_the_epoch_callback_asked_for_is_passed_on() {
         let yields = AtomicU64::new(0);
-        let turn = turn();
-        let mut fut = std::pin::pin!(repoll(self_waking(1, Some(&yields)), &yields, &turn));
+        let mut fut = std::pin::pin!(repoll(self_waking(1, Some(&yields)), &yields));
         let (poll, woken) = poll_once(fut.as_mut());
         assert_eq!(poll, Poll::Pending, "it yielded");
         assert_eq!(
@@ -160,8 +147,7 @@ mod tests {
     #[test]
     fn a_future_that_keeps_waking_itself_still_yields() {
         let yields = AtomicU64::new(0);
-        let turn = turn();
-        let mut fut = std::pin::pin!(repoll(self_waking(usize::MAX, None), &yields, &turn));
+        let mut fut = std::pin::pin!(repoll(self_waking(usize::MAX, None), &yields));
         let (poll, woken) = poll_once(fut.as_mut());
         assert_eq!(poll, Poll::Pending);
         assert_eq!(woken.0.load(Ordering::SeqCst), 1);
@@ -170,9 +156,8 @@ mod tests {
     #[test]
     fn a_wake_up_after_the_poll_reaches_the_task() {
         let yields = AtomicU64::new(0);
-        let turn = turn();
         let (tx, rx) = futures::channel::oneshot::channel::<u8>();
-        let mut fut = std::pin::pin!(repoll(rx, &yields, &turn));
+        let mut fut = std::pin::pin!(repoll(rx, &yields));
         let (poll, woken) = poll_once(fut.as_mut());
         assert_eq!(poll, Poll::Pending);
         std::thread::spawn(move || tx.send(7).unwrap())

@@ -10,7 +10,6 @@ use super::net::NetHooks;
 use super::pipe::CappedPipe;
 use super::repoll::repoll;
 use super::state::{CallIo, CancelWatch, HostState, Limiter, Stop};
-use super::turns::Turn;
 use super::{Engine, Slot, SlotKind};
 use airlock_core::error::{CallError, ErrorClass};
 use airlock_core::grants::CallGrants;
@@ -118,7 +117,6 @@ pub(crate) fn new_store(
         .map_err(|e| CallError::internal(e.to_string()))?;
     let mut table = ResourceTable::new();
     table.set_max_capacity(limits.resource_handles);
-    let io_tenant = io.tenant;
     let state = HostState {
         wasi,
         table,
@@ -138,7 +136,6 @@ pub(crate) fn new_store(
         mounts: grants.mounts.clone(),
         _slot: slot,
         cancel_watch: None,
-        turn: crate::turns::Turn::new(engine.turns().clone(), io_tenant),
     };
     let mut store = Store::new(engine.wasmtime(), state);
     store.limiter(|s| &mut s.limiter);
@@ -151,13 +148,11 @@ pub(crate) fn new_store(
 pub(crate) struct Armed {
     deadline: Instant,
     yields: Arc<AtomicU64>,
-    turn: Arc<Turn>,
 }
 
 /// Arms the store's epoch callback: the guest yields to the runtime every
-/// tick, giving back its CPU turn and waiting for the next in its
-/// context's turn (`turns.rs`), and is interrupted once `budget` has
-/// passed or, when `cancel` is given, once it is cancelled.
+/// tick, and is interrupted once `budget` has passed or, when `cancel` is
+/// given, once it is cancelled.
 ///
 /// A cancellation also advances the engine's epoch at once (from the
 /// thread that cancels), so a guest spinning in wasm stops within
@@ -174,8 +169,6 @@ pub(crate) fn arm(
     let watch = cancel.as_ref().map(|c| CancelWatch::new(c, store.engine()));
     store.data_mut().cancel_watch = watch;
     store.set_epoch_deadline(1);
-    let turn = store.data().turn.clone();
-    let next = turn.clone();
     store.epoch_deadline_callback(move |mut cx| {
         if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
             cx.data_mut().stopped = Some(Stop::Cancelled);
@@ -186,22 +179,9 @@ pub(crate) fn arm(
             return Ok(UpdateDeadline::Interrupt);
         }
         asked.fetch_add(1, Ordering::SeqCst);
-        let next = next.clone();
-        // The guest yields whether or not it waited for its next turn:
-        // what else runs in its task (another call, the caller) runs too.
-        Ok(UpdateDeadline::YieldCustom(
-            1,
-            Box::pin(async move {
-                next.take().await;
-                tokio::task::yield_now().await;
-            }),
-        ))
+        Ok(UpdateDeadline::Yield(1))
     });
-    Armed {
-        deadline,
-        yields,
-        turn,
-    }
+    Armed { deadline, yields }
 }
 
 /// How a guarded guest call ended.
@@ -224,26 +204,21 @@ pub(crate) async fn guard<T>(
     // A little grace, so a guest spinning in wasm is stopped by its epoch
     // deadline, which says more about why than a dropped future does.
     let wall = tokio::time::Instant::from_std(armed.deadline + Duration::from_millis(50));
-    let fut = async {
-        armed.turn.take().await;
-        repoll(fut, &armed.yields, &armed.turn).await
-    };
+    let fut = repoll(fut, &armed.yields);
     let cancelled = async {
         match cancel {
             Some(c) => c.cancelled().await,
             None => std::future::pending().await,
         }
     };
-    let guarded = tokio::select! {
+    tokio::select! {
         biased;
         () = cancelled => Guarded::Cancelled,
         r = tokio::time::timeout_at(wall, fut) => match r {
             Ok(r) => Guarded::Done(r),
             Err(_) => Guarded::TimedOut,
         },
-    };
-    armed.turn.give_back();
-    guarded
+    }
 }
 
 /// Turns a guarded call's end into a value or a classified [`CallError`],

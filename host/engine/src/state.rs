@@ -88,8 +88,6 @@ pub(crate) struct HostState {
     /// Interrupts the guest the moment its call is cancelled; unregistered
     /// with the store.
     pub(crate) cancel_watch: Option<CancelWatch>,
-    /// The guest's claim on the CPU turns (`turns.rs`).
-    pub(crate) turn: Arc<crate::turns::Turn>,
 }
 
 /// Advances the engine's epoch the moment a token is cancelled, on the

@@ -23,8 +23,8 @@
 //! - **Spinning**: one agent context keeps 200 `bash` calls spinning
 //!   (`while true; do :; done`: CPU-bound in wasm until cancelled);
 //!   another context's 200 `sleep {"ms": 0}` calls meanwhile, as above.
-//!   The spinners take CPU turns in their context's turn, so the canaries
-//!   wait for a turn about a tick at most.
+//!   A spinner yields to the runtime at every epoch tick, so the canaries
+//!   wait behind the spinners' slices, not for the spinners to end.
 //!
 //! - **Cold load**: 300 distinct components (the bundled `sleep`, each with
 //!   a custom section of its own, so each is compiled) loaded from a tool
@@ -144,12 +144,36 @@ async fn canaries(airlock: &Airlock) -> Vec<f64> {
     latencies
 }
 
-async fn fairness() {
+/// A host on the bundled tools in a fresh workspace (kept while the
+/// host is), and its canaries' latencies with nothing else running.
+async fn quiet_host() -> (Airlock, tempfile::TempDir, Vec<f64>) {
     let workspace = tempfile::tempdir().expect("a temp dir");
     let airlock = Airlock::new(host_config(workspace.path()))
         .await
         .expect("the bundled tools load");
     let quiet = canaries(&airlock).await;
+    (airlock, workspace, quiet)
+}
+
+/// Reports `figure`: the canaries' p50 and p99 during a flood and without
+/// one, beside `about` (the flood's own figures).
+fn report_canaries(figure: &str, flooded: &[f64], quiet: &[f64], about: serde_json::Value) {
+    let mut value = json!({
+        "figure": figure,
+        "canaries": CANARIES,
+        "p50_ms": percentile(flooded, 50.0),
+        "p99_ms": percentile(flooded, 99.0),
+        "quiet_p50_ms": percentile(quiet, 50.0),
+        "quiet_p99_ms": percentile(quiet, 99.0),
+    });
+    if let (Some(value), serde_json::Value::Object(about)) = (value.as_object_mut(), about) {
+        value.extend(about);
+    }
+    report(value);
+}
+
+async fn fairness() {
+    let (airlock, _workspace, quiet) = quiet_host().await;
 
     let stop = CancellationToken::new();
     let flood_cx = airlock.context();
@@ -184,26 +208,18 @@ async fn fairness() {
     let flooded = canaries(&airlock).await;
     stop.cancel();
     let flood_calls: usize = flood.join_all().await.into_iter().sum();
-    report(json!({
-        "figure": "fairness",
-        "flood_in_flight": FLOOD,
-        "flood_calls": flood_calls,
-        "canaries": CANARIES,
-        "p50_ms": percentile(&flooded, 50.0),
-        "p99_ms": percentile(&flooded, 99.0),
-        "quiet_p50_ms": percentile(&quiet, 50.0),
-        "quiet_p99_ms": percentile(&quiet, 99.0),
-    }));
+    report_canaries(
+        "fairness",
+        &flooded,
+        &quiet,
+        json!({"flood_in_flight": FLOOD, "flood_calls": flood_calls}),
+    );
 }
 
 const HELD: usize = 1000;
 
 async fn held_slots() {
-    let workspace = tempfile::tempdir().expect("a temp dir");
-    let airlock = Airlock::new(host_config(workspace.path()))
-        .await
-        .expect("the bundled tools load");
-    let quiet = canaries(&airlock).await;
+    let (airlock, _workspace, quiet) = quiet_host().await;
     let stop = CancellationToken::new();
     let flood_cx = airlock.context();
     let (progress, mut events) = ProgressSink::channel(4 * HELD);
@@ -241,26 +257,18 @@ async fn held_slots() {
     );
     stop.cancel();
     flood.join_all().await;
-    report(json!({
-        "figure": "held_slots",
-        "flood_calls": HELD,
-        "flood_running": running.len(),
-        "canaries": CANARIES,
-        "p50_ms": percentile(&flooded, 50.0),
-        "p99_ms": percentile(&flooded, 99.0),
-        "quiet_p50_ms": percentile(&quiet, 50.0),
-        "quiet_p99_ms": percentile(&quiet, 99.0),
-    }));
+    report_canaries(
+        "held_slots",
+        &flooded,
+        &quiet,
+        json!({"flood_calls": HELD, "flood_running": running.len()}),
+    );
 }
 
 const SPINNERS: usize = 200;
 
 async fn spinning() {
-    let workspace = tempfile::tempdir().expect("a temp dir");
-    let airlock = Airlock::new(host_config(workspace.path()))
-        .await
-        .expect("the bundled tools load");
-    let quiet = canaries(&airlock).await;
+    let (airlock, _workspace, quiet) = quiet_host().await;
     let stop = CancellationToken::new();
     let flood_cx = airlock.context();
     let mut flood = tokio::task::JoinSet::new();
@@ -286,16 +294,12 @@ async fn spinning() {
         .iter()
         .filter(|r| matches!(&r.outcome, Err(e) if e.class == ErrorClass::Cancelled))
         .count();
-    report(json!({
-        "figure": "spinning",
-        "spinners": SPINNERS,
-        "spinners_cancelled": cancelled,
-        "canaries": CANARIES,
-        "p50_ms": percentile(&flooded, 50.0),
-        "p99_ms": percentile(&flooded, 99.0),
-        "quiet_p50_ms": percentile(&quiet, 50.0),
-        "quiet_p99_ms": percentile(&quiet, 99.0),
-    }));
+    report_canaries(
+        "spinning",
+        &flooded,
+        &quiet,
+        json!({"spinners": SPINNERS, "spinners_cancelled": cancelled}),
+    );
 }
 
 fn host_config(workspace: &std::path::Path) -> Config {
