@@ -579,7 +579,7 @@ impl HttpFront {
         // A request without a session may open one: it takes a place
         // under its caller's share and under the cap first, given back
         // unless a session was opened (then when the session ends).
-        let opens = !parts.headers.contains_key("mcp-session-id");
+        let opens = !parts.headers.contains_key("mcp-session-id") && opens_session(&bytes);
         let callers = &self.sessions.callers;
         if opens
             && let Some(caller) = caller
@@ -761,6 +761,29 @@ fn too_many_sessions(body: &[u8], cap: SessionCap) -> http::Response<HttpBody> {
         http::HeaderValue::from_static("5"),
     );
     response
+}
+
+/// Whether `body` may open a session: it holds an `initialize` request
+/// (alone or in a batch), or cannot be read (rmcp answers it, and it
+/// takes a place meanwhile, as any request that may open one). A
+/// 2026-07-28 request, which opens none, takes no place under the caps.
+fn opens_session(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method {
+        method: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Body {
+        One(Method),
+        Batch(Vec<Method>),
+    }
+    let initialize = |m: &Method| m.method.as_deref() == Some("initialize");
+    match serde_json::from_slice::<Body>(body) {
+        Ok(Body::One(m)) => initialize(&m),
+        Ok(Body::Batch(batch)) => batch.iter().any(initialize),
+        Err(_) => true,
+    }
 }
 
 /// The sessions one caller may have open when the operator names no
@@ -2278,6 +2301,31 @@ fn connection_closed() -> ErrorData {
         "cancelled: the client closed the connection",
         None,
     )
+}
+
+#[cfg(test)]
+mod opens_session_tests {
+    use super::opens_session;
+
+    #[test]
+    fn only_an_initialize_or_an_unreadable_body_may_open_a_session() {
+        assert!(opens_session(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#
+        ));
+        // An escaped name is the same name to rmcp.
+        assert!(opens_session(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initiali\u007ae"}"#
+        ));
+        assert!(opens_session(
+            br#"[{"method":"ping"},{"method":"initialize"}]"#
+        ));
+        assert!(opens_session(br#"{"method":"ping","method":"initialize"}"#));
+        assert!(opens_session(b"not json"));
+        assert!(!opens_session(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"}}"#
+        ));
+        assert!(!opens_session(br#"[{"method":"ping"}]"#));
+    }
 }
 
 #[cfg(test)]
