@@ -578,45 +578,24 @@ impl HttpFront {
         }
         // A request without a session may open one: it takes a place
         // under its caller's share and under the cap first, given back
-        // unless a session was opened (then when the session ends).
+        // unless a session was opened (then when the session ends), also
+        // when the client leaves before the answer.
         let opens = !parts.headers.contains_key("mcp-session-id") && opens_session(&bytes);
-        let callers = &self.sessions.callers;
-        if opens
-            && let Some(caller) = caller
-            && !callers.reserve(caller, self.max_caller_sessions)
-        {
-            return too_many_sessions(&bytes, SessionCap::Caller(self.max_caller_sessions));
-        }
-        if opens
-            && self
-                .sessions
-                .live
-                .try_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                    (n < self.max_sessions).then_some(n + 1)
-                })
-                .is_err()
-        {
-            if let Some(caller) = caller {
-                callers.unreserve(caller);
-            }
-            return too_many_sessions(&bytes, SessionCap::Server(self.max_sessions));
-        }
+        let place = match opens {
+            true => match self.take_place(caller) {
+                Ok(place) => Some(place),
+                Err(cap) => return too_many_sessions(&bytes, cap),
+            },
+            false => None,
+        };
         let request = http::Request::from_parts(parts, http_body_util::Full::new(bytes.clone()));
         let response = self.service.handle(request).await;
-        if opens {
-            let opened = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok());
-            match (opened, caller) {
-                (None, _) => {
-                    self.sessions.live.fetch_sub(1, Ordering::SeqCst);
-                    if let Some(caller) = caller {
-                        callers.unreserve(caller);
-                    }
-                }
-                (Some(id), Some(caller)) => self.sessions.bind(id, caller).await,
-                (Some(_), None) => {}
+        if let Some(mut place) = place
+            && let Some(opened) = response.headers().get("mcp-session-id")
+        {
+            place.kept = true;
+            if let (Ok(id), Some(caller)) = (opened.to_str(), caller) {
+                self.sessions.bind(id, caller).await;
             }
         }
         if json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
@@ -632,6 +611,58 @@ impl HttpFront {
             }
             _ => response,
         }
+    }
+}
+
+/// A place under the session caps, taken by a request that may open a
+/// session: given back when dropped, unless `kept` (a session opened in it,
+/// whose end gives it back).
+struct Place<'a> {
+    sessions: &'a OrderedSessions,
+    caller: Option<&'a str>,
+    kept: bool,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.sessions.live.fetch_sub(1, Ordering::SeqCst);
+            if let Some(caller) = self.caller {
+                self.sessions.callers.unreserve(caller);
+            }
+        }
+    }
+}
+
+impl HttpFront {
+    /// A place for a session `caller` may open: under its share (with
+    /// auth), then under the server's cap; else the cap it met.
+    fn take_place<'a>(&'a self, caller: Option<&'a str>) -> Result<Place<'a>, SessionCap> {
+        let callers = &self.sessions.callers;
+        if let Some(caller) = caller
+            && !callers.reserve(caller, self.max_caller_sessions)
+        {
+            return Err(SessionCap::Caller(self.max_caller_sessions));
+        }
+        let max = self.max_sessions;
+        if self
+            .sessions
+            .live
+            .try_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_err()
+        {
+            if let Some(caller) = caller {
+                callers.unreserve(caller);
+            }
+            return Err(SessionCap::Server(max));
+        }
+        Ok(Place {
+            sessions: &self.sessions,
+            caller,
+            kept: false,
+        })
     }
 }
 
