@@ -169,6 +169,25 @@ pub enum LoadError {
         /// The cap.
         limit: u64,
     },
+    /// A tool directory holds more components, or more bytes of them, than
+    /// one directory may load: those past the bound (by file name) were not
+    /// read.
+    #[error(
+        "holds {found} components; {skipped} of them, from {first} on (by name), were not loaded: \
+         more than {bound} ({limit}); move tools to another directory, or raise the limit"
+    )]
+    DirectoryFull {
+        /// How many component files the directory holds.
+        found: usize,
+        /// How many were left unread.
+        skipped: usize,
+        /// The first file left unread.
+        first: String,
+        /// What was exceeded, as a person reads it.
+        bound: String,
+        /// The `[limits]` key that sets it.
+        limit: String,
+    },
     /// The file is a precompiled artifact, which Airlock never accepts from outside.
     #[error(
         "this is a precompiled artifact, not a component; Airlock only loads .wasm components it compiles itself"

@@ -30,8 +30,8 @@ mod wasm_tool;
 /// A component's bytes, shared without copying (`Vec<u8>` and `&'static [u8]` convert into it).
 pub use bytes::Bytes;
 pub use loader::{
-    Compiling, ComponentBytes, LoadBounds, LoadedTool, Loading, Pending, Settled, Unlisted,
-    component_files, component_sources, ungranted_network,
+    Compiling, ComponentBytes, DirBounds, DirSources, LoadBounds, LoadedTool, Loading, Pending,
+    Settled, Unlisted, component_files, component_sources, ungranted_network,
 };
 pub use snapshot::Snapshot;
 #[cfg(any(test, feature = "test-support"))]

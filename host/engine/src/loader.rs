@@ -7,6 +7,7 @@
 
 use crate::wasm_tool::WasmTool;
 use crate::{Engine, Snapshot};
+use airlock_core::config::Limits;
 use airlock_core::descriptor::Descriptor;
 use airlock_core::error::LoadError;
 use airlock_core::grants::ToolGrants;
@@ -299,15 +300,93 @@ impl Engine {
     }
 }
 
+/// How much one tool directory may load: its first `components` files by
+/// name, and of those, as many (each whole) as fit in `bytes`.
+#[derive(Clone, Copy, Debug)]
+pub struct DirBounds {
+    /// The largest component file read.
+    pub file_bytes: u64,
+    /// The most component files read.
+    pub components: usize,
+    /// The most bytes read in all.
+    pub bytes: u64,
+}
+
+impl DirBounds {
+    /// The bounds `limits` sets.
+    pub fn of(limits: &Limits) -> DirBounds {
+        DirBounds {
+            file_bytes: limits.component_bytes,
+            components: limits.tool_dir_components,
+            bytes: limits.tool_dir_bytes,
+        }
+    }
+}
+
+/// A tool directory's components, as far as its bounds let them be read.
+#[derive(Debug)]
+pub struct DirSources {
+    /// Each file read, in name order, with its bytes or why it could not be.
+    pub files: Vec<(ToolOrigin, ComponentBytes)>,
+    /// Why the files past `files` were not read, once for the directory.
+    pub past_bounds: Option<LoadError>,
+}
+
 /// The components of a tool directory: each `*.wasm` file in `dir`,
-/// sorted by name, read up to `limit` bytes. The files are read on as many
-/// threads as there are cores: at every start, and a directory of stock
-/// Python and JavaScript tools holds tens of megabytes.
-pub fn component_sources(
-    dir: &Path,
-    limit: u64,
-) -> Result<Vec<(ToolOrigin, ComponentBytes)>, LoadError> {
-    let files = component_files(dir)?;
+/// sorted by name, each read up to `bounds.file_bytes`, and no more of
+/// them (nor more bytes, counted by their size on disk and again as read)
+/// than `bounds` allows: a directory of thousands of large files reads
+/// none past its bounds. The files are read on as many threads as there
+/// are cores: at every start, and a directory of stock Python and
+/// JavaScript tools holds tens of megabytes.
+pub fn component_sources(dir: &Path, bounds: DirBounds) -> Result<DirSources, LoadError> {
+    let all = component_files(dir)?;
+    let mut total = 0u64;
+    let within = all
+        .iter()
+        .take(bounds.components)
+        .take_while(|file| {
+            let size = std::fs::metadata(file).map_or(0, |m| m.len().min(bounds.file_bytes));
+            total = total.saturating_add(size);
+            total <= bounds.bytes
+        })
+        .count();
+    let mut files = read_components(&all[..within], bounds.file_bytes);
+    // A file that grew since its size was taken counts as read.
+    let mut total = 0u64;
+    let read = files
+        .iter()
+        .take_while(|(_, bytes)| {
+            total = total.saturating_add(bytes.as_ref().map_or(0, |b| b.len() as u64));
+            total <= bounds.bytes
+        })
+        .count();
+    files.truncate(read);
+    let past_bounds = all.get(read).map(|first| {
+        let (bound, limit) = if read == bounds.components {
+            (
+                format!("{} components", bounds.components),
+                "limits.tool_dir_components",
+            )
+        } else {
+            (format!("{} bytes", bounds.bytes), "limits.tool_dir_bytes")
+        };
+        LoadError::DirectoryFull {
+            found: all.len(),
+            skipped: all.len() - read,
+            first: first
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            bound,
+            limit: limit.into(),
+        }
+    });
+    Ok(DirSources { files, past_bounds })
+}
+
+/// Reads `files`, each up to `limit` bytes, on as many threads as there
+/// are cores, keeping their order.
+fn read_components(files: &[PathBuf], limit: u64) -> Vec<(ToolOrigin, ComponentBytes)> {
     let next = AtomicUsize::new(0);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -335,7 +414,7 @@ pub fn component_sources(
             read[i] = Some(bytes);
         }
     });
-    Ok(files
+    files
         .iter()
         .zip(read)
         .map(|(file, bytes)| {
@@ -347,7 +426,7 @@ pub fn component_sources(
             });
             (ToolOrigin::File(file.clone()), bytes)
         })
-        .collect())
+        .collect()
 }
 
 /// The component files of a tool directory: the `*.wasm` files in `dir`,
@@ -424,7 +503,14 @@ mod tests {
         expected.push((large, None));
         std::fs::write(dir.path().join("notes.txt"), "not a component").unwrap();
 
-        let sources = component_sources(dir.path(), 64_000).unwrap();
+        let bounds = DirBounds {
+            file_bytes: 64_000,
+            components: 100,
+            bytes: u64::MAX,
+        };
+        let sources = component_sources(dir.path(), bounds).unwrap();
+        assert!(sources.past_bounds.is_none());
+        let sources = sources.files;
         assert_eq!(sources.len(), expected.len());
         for ((origin, bytes), (file, want)) in sources.into_iter().zip(expected) {
             assert_eq!(origin, ToolOrigin::File(file.clone()));
@@ -434,5 +520,59 @@ mod tests {
                 (got, _) => panic!("{}: {got:?}", file.display()),
             }
         }
+    }
+
+    fn directory_of(sizes: &[usize]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, size) in sizes.iter().enumerate() {
+            std::fs::write(dir.path().join(format!("t{i:02}.wasm")), vec![b'x'; *size]).unwrap();
+        }
+        dir
+    }
+
+    fn names(sources: &DirSources) -> Vec<String> {
+        sources
+            .files
+            .iter()
+            .map(|(origin, _)| match origin {
+                ToolOrigin::File(f) => f.file_name().unwrap().to_string_lossy().into_owned(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_directory_past_its_count_reads_the_first_files_by_name_and_says_so_once() {
+        let dir = directory_of(&[10; 5]);
+        let bounds = DirBounds {
+            file_bytes: 100,
+            components: 3,
+            bytes: u64::MAX,
+        };
+        let sources = component_sources(dir.path(), bounds).unwrap();
+        assert_eq!(names(&sources), ["t00.wasm", "t01.wasm", "t02.wasm"]);
+        let error = sources.past_bounds.expect("the bound is reported");
+        assert_eq!(
+            error.to_string(),
+            "holds 5 components; 2 of them, from t03.wasm on (by name), were not loaded: more \
+             than 3 components (limits.tool_dir_components); move tools to another directory, \
+             or raise the limit"
+        );
+    }
+
+    #[test]
+    fn a_directory_past_its_bytes_reads_only_whole_files_within_them() {
+        let dir = directory_of(&[40, 40, 40, 5]);
+        let bounds = DirBounds {
+            file_bytes: 100,
+            components: 100,
+            bytes: 100,
+        };
+        let sources = component_sources(dir.path(), bounds).unwrap();
+        assert_eq!(names(&sources), ["t00.wasm", "t01.wasm"]);
+        assert!(matches!(
+            sources.past_bounds,
+            Some(LoadError::DirectoryFull { skipped: 2, ref limit, .. }) if limit == "limits.tool_dir_bytes"
+        ));
     }
 }

@@ -674,6 +674,13 @@ pub struct Limits {
     pub json_depth: usize,
     /// The largest component file loaded.
     pub component_bytes: u64,
+    /// The most components loaded from one tool directory (by file name;
+    /// the rest are not read, and the directory reports it once).
+    pub tool_dir_components: usize,
+    /// The most bytes of components read from one tool directory (by file
+    /// name, each file whole or not at all; reported once like
+    /// `tool_dir_components`).
+    pub tool_dir_bytes: u64,
     /// How often the epoch ticks, in ms: the granularity of time limits
     /// and of cancellation.
     pub epoch_tick_ms: u64,
@@ -713,6 +720,8 @@ impl Default for Limits {
             output_bytes: 16 << 20,
             json_depth: 64,
             component_bytes: 64 << 20,
+            tool_dir_components: 256,
+            tool_dir_bytes: 1 << 30,
             epoch_tick_ms: 10,
             resource_handles: 4096,
             random_bytes: 1 << 20,

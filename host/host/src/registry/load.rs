@@ -10,7 +10,8 @@ use airlock_core::grants::Grants;
 use airlock_core::lock::Lockfile;
 use airlock_core::tool::{Tool, ToolOrigin};
 use airlock_engine::{
-    Bytes, ComponentBytes, Engine, LoadedTool, Loading, Settled, Snapshot, component_sources,
+    Bytes, ComponentBytes, DirBounds, Engine, LoadedTool, Loading, Settled, Snapshot,
+    component_sources,
 };
 use std::sync::{Arc, OnceLock};
 
@@ -145,10 +146,19 @@ impl Registry {
         let mut load_failures = Vec::new();
         let lock = config.lock_path().map(|path| Lockfile::read(&path));
         for dir in config.effective_tool_dirs() {
-            match component_sources(&dir, engine.limits().component_bytes) {
-                Ok(files) => sources.extend(files.into_iter().map(|(origin, bytes)| {
-                    (origin.clone(), as_locked(lock.as_ref(), &origin, bytes))
-                })),
+            match component_sources(&dir, DirBounds::of(engine.limits())) {
+                Ok(read) => {
+                    sources.extend(read.files.into_iter().map(|(origin, bytes)| {
+                        (origin.clone(), as_locked(lock.as_ref(), &origin, bytes))
+                    }));
+                    if let Some(error) = read.past_bounds {
+                        load_failures.push(LoadFailure {
+                            origin: ToolOrigin::File(dir.clone()),
+                            tool: None,
+                            error,
+                        });
+                    }
+                }
                 Err(error) => load_failures.push(LoadFailure {
                     origin: ToolOrigin::File(dir.clone()),
                     tool: None,
