@@ -1,6 +1,7 @@
 """A component that changes under a running `airlock mcp` is not run until
 it is approved: the code approved before goes on running, and the client is
-asked (by elicitation, once per change) whether to approve the new code;
+asked (by elicitation, once per change: in a session as a request, on
+2026-07-28 as an `input_required` result) whether to approve the new code;
 approved, it is recorded and runs from that call on.
 
 Usage: python3 tests/mcp/approve.py AIRLOCK WORKSPACE TOOL_DIR
@@ -13,7 +14,7 @@ import sys
 
 import anyio
 import mcp.types as types
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
 
 def recompiled(path: str) -> bytes:
@@ -23,6 +24,14 @@ def recompiled(path: str) -> bytes:
     name = b"airlock-test"
     payload = bytes([len(name)]) + name + b"changed"
     return data + bytes([0, len(payload)]) + payload
+
+
+def swap(component: str) -> None:
+    """Replaces the component with other code of the same tool, at once."""
+    changed = recompiled(component)
+    with open(component + ".tmp", "wb") as f:
+        f.write(changed)
+    os.replace(component + ".tmp", component)
 
 
 async def main(binary: str, workspace: str, tool_dir: str) -> None:
@@ -59,11 +68,7 @@ async def main(binary: str, workspace: str, tool_dir: str) -> None:
             await write_file("one.txt")
             assert asked == [], asked
 
-            component = os.path.join(tool_dir, "write.wasm")
-            changed = recompiled(component)
-            with open(component + ".tmp", "wb") as f:
-                f.write(changed)
-            os.replace(component + ".tmp", component)
+            swap(os.path.join(tool_dir, "write.wasm"))
             # The watcher sees the change and reloads (the change is held,
             # not served), then tells the session the tools changed.
             with anyio.fail_after(30):
@@ -78,6 +83,30 @@ async def main(binary: str, workspace: str, tool_dir: str) -> None:
             # Asked once per change.
             await write_file("three.txt")
             assert len(asked) == 1, asked
+
+    # A 2026-07-28 client (no session to ask on) is asked by an
+    # `input_required` result, which the SDK answers and retries.
+    async with Client(server, mode="auto", read_timeout_seconds=30.0,
+                      elicitation_callback=on_elicit) as client:
+        assert client.protocol_version == "2026-07-28", client.protocol_version
+
+        async def write_modern(name: str):
+            r = await client.call_tool("write", {"file_path": f"{workspace}/{name}", "content": "x"})
+            assert not r.is_error, r.content
+
+        await write_modern("four.txt")
+        assert len(asked) == 1, asked
+        swap(os.path.join(tool_dir, "write.wasm"))
+        # Calls run the approved code until the reload holds the change.
+        with anyio.fail_after(30):
+            while len(asked) == 1:
+                await write_modern("five.txt")
+                await anyio.sleep(0.2)
+        assert len(asked) == 2 and "changed since it was approved" in asked[1], asked
+        recorded = json.load(open(approvals))
+        assert len(recorded["tools"]["write"]) == 2, recorded
+        await write_modern("six.txt")
+        assert len(asked) == 2, asked
     print("approve ok")
 
 

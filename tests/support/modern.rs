@@ -93,6 +93,8 @@ pub struct Connection {
     addr: String,
     /// The `Authorization` header's value, sent with every request.
     pub authorization: Option<String>,
+    /// More headers sent with every request.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Connection {
@@ -104,6 +106,7 @@ impl Connection {
             stream: BufReader::new(stream),
             addr: addr.to_owned(),
             authorization: None,
+            headers: Vec::new(),
         }
     }
 
@@ -125,6 +128,9 @@ impl Connection {
         }
         if let Some(authorization) = &self.authorization {
             request.push_str(&format!("Authorization: {authorization}\r\n"));
+        }
+        for (name, value) in &self.headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
         }
         request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
         self.stream
@@ -176,8 +182,10 @@ impl Connection {
         // after `keepalive_requests`): the next request opens another.
         if header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close")) {
             let authorization = self.authorization.take();
+            let headers = std::mem::take(&mut self.headers);
             *self = Connection::open(&self.addr.clone());
             self.authorization = authorization;
+            self.headers = headers;
         }
         let body = String::from_utf8_lossy(&body).into_owned();
         let id = &message["id"];

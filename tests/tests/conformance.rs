@@ -7,7 +7,9 @@
 //! `tests/conformance/expected-failures.yml`; the suite also fails when a
 //! listed one passes. The summary is written to
 //! `target/tmp/mcp-conformance/summary.txt` (CI prints it), each scenario's
-//! checks under `results/` beside it.
+//! checks under `results/` beside it. The TypeScript SDK's v2 client,
+//! installed beside the suite, is asked for permission through MCP
+//! 2026-07-28's `input_required` (`tests/mcp/mrtr.mjs`).
 
 use airlock_mcp::{HttpOptions, McpHost};
 use airlock_tests::*;
@@ -60,13 +62,7 @@ async fn the_conformance_suite_passes_every_scenario_for_what_airlock_declares()
         );
     }
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a free port");
-    let port = listener.local_addr().expect("an address").port();
-    let host = McpHost::new(airlock);
-    let server =
-        tokio::spawn(async move { host.serve_http(listener, &HttpOptions::default()).await });
+    let (port, server) = serve(airlock).await;
 
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-conformance");
     let results = out_dir.join("results");
@@ -99,4 +95,57 @@ async fn the_conformance_suite_passes_every_scenario_for_what_airlock_declares()
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// MCP 2026-07-28 clients are asked for permission: the TypeScript SDK's v2
+/// client (`@modelcontextprotocol/client`, `auto` negotiation) gets
+/// `input_required`, asks its handler and sends the call again (accept,
+/// decline, "always").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_client_in_auto_mode_is_asked_for_permission() {
+    let suite = suite::suite();
+    let ws = workspace(&[]);
+    // The default mode: every write asks.
+    let airlock = airlock(workspace_config(ws.path())).await;
+    let (port, server) = serve(airlock).await;
+    // Beside the suite's node_modules, where the client is installed.
+    let installed = suite.cli.ancestors().nth(4).expect("the suite's directory");
+    let script = installed.join("mrtr.mjs");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/mcp/mrtr.mjs"),
+        &script,
+    )
+    .expect("copy the client's script");
+    let mut command = Command::new(&suite.node);
+    command
+        .arg(&script)
+        .arg(format!("http://127.0.0.1:{port}/mcp"))
+        .arg(ws.path());
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("the client's thread")
+        .expect("the client runs");
+    server.abort();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("3 questions asked"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `airlock` served over Streamable HTTP on a free port of 127.0.0.1: the
+/// port, and the server's task.
+async fn serve(airlock: airlock_host::Airlock) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let port = listener.local_addr().expect("an address").port();
+    let host = McpHost::new(airlock);
+    let server = tokio::spawn(async move {
+        if let Err(e) = host.serve_http(listener, &HttpOptions::default()).await {
+            panic!("the server failed: {e:#}");
+        }
+    });
+    (port, server)
 }

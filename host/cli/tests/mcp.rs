@@ -20,7 +20,7 @@ mod guests;
 mod modern;
 
 use airlock_host::bundled::BUNDLED;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::Command;
 use support::python;
@@ -107,6 +107,16 @@ fn the_python_sdk_drives_every_feature_over_stdio() {
 #[test]
 fn the_python_sdk_drives_every_feature_over_http_and_many_clients_get_their_own_replies() {
     run_client("http_client.py");
+}
+
+/// MCP 2026-07-28 clients are asked for permission: the Python SDK in its
+/// default `auto` mode gets `input_required`, asks its user and sends the
+/// call again (tests/mcp/mrtr.py: accept, decline, not allowed, always).
+#[test]
+fn the_python_sdk_in_auto_mode_is_asked_for_permission_over_stdio_and_http() {
+    let workspace = tempfile::tempdir().unwrap();
+    let out = python_client("mrtr.py", &[&workspace.path().canonicalize().unwrap()]);
+    println!("{out}");
 }
 
 #[test]
@@ -2567,6 +2577,21 @@ fn a_spilled_result_is_its_callers_alone() {
         let missing = read_stateless(&mut bob_2026, &made_up(uri));
         not_found(&read_stateless(&mut bob_2026, uri), uri, &missing);
     }
+    // A 2026-07-28 `resources/list` shows each caller what it may read:
+    // alice her stateless result, bob nothing.
+    let list = |connection: &mut modern::Connection| {
+        let request = modern::request(
+            10,
+            "resources/list",
+            serde_json::json!({}),
+            modern::Cx::Default,
+        );
+        connection.post(&request).message["result"]["resources"].clone()
+    };
+    let listed = list(&mut alice_2026);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["uri"], in_2026.as_str(), "{listed}");
+    assert_eq!(list(&mut bob_2026), serde_json::json!([]));
 
     // Alice reads hers.
     let start = |reply: &serde_json::Value| reply.to_string().chars().take(300).collect::<String>();
@@ -2574,4 +2599,49 @@ fn a_spilled_result_is_its_callers_alone() {
     assert!(whole(&reply), "{}", start(&reply));
     let reply = read_stateless(&mut alice_2026, &in_2026);
     assert!(whole(&reply), "{}", start(&reply));
+}
+
+/// Calls pipelined in one write are all answered with nothing more sent: 2
+/// to 6 `read` calls written at once, round after round, in the session
+/// and with 2026-07-28 `_meta`, over pipes and over sockets. (A reply
+/// reported held back until the client sent more was held by the client:
+/// replies that finish together leave in one write, and a client that
+/// waits on the descriptor with a line still in its own buffer waits for
+/// ever.)
+#[test]
+fn calls_pipelined_in_one_write_are_all_answered() {
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = workspace.path().canonicalize().unwrap();
+    std::fs::write(workspace.join("a.txt"), "hello pipelined\n").unwrap();
+    let arguments = serde_json::json!({"file_path": workspace.join("a.txt")});
+    for over in [Over::Pipes, Over::Sockets] {
+        let home = tempfile::tempdir().unwrap();
+        let ws = workspace.to_str().unwrap();
+        let mut server = RawStdio::start_over(over, home.path(), &["--workspace", ws], "{}");
+        let mut id = 1;
+        for round in 0..30u64 {
+            let ids = id..id + 2 + round % 5;
+            id = ids.end;
+            let lines: Vec<String> =
+                ids.clone()
+                    .map(|i| match round % 2 {
+                        0 => call_line(i, "read", arguments.clone()),
+                        _ => modern::call(i, "read", arguments.clone(), modern::Cx::Default)
+                            .to_string(),
+                    })
+                    .collect();
+            server.send(&lines.join("\n"));
+            let mut missing: HashSet<u64> = ids.collect();
+            while !missing.is_empty() {
+                let reply = server.reply();
+                let answered = reply["id"].as_u64().expect("a numeric id");
+                assert!(
+                    missing.remove(&answered),
+                    "{over:?}, round {round}: {reply}"
+                );
+                let (text, failed) = call_text(&reply);
+                assert!(!failed && text.contains("hello pipelined"), "{reply}");
+            }
+        }
+    }
 }

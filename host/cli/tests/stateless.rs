@@ -21,7 +21,7 @@ mod modern;
 mod replicas;
 
 use balance::{Nginx, Redis};
-use modern::{Cx, call, context_of, post, request, text};
+use modern::{Connection, Cx, call, context_of, post, request, text};
 use replicas::{Replica, airlock, setup};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -254,6 +254,222 @@ fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
     drop(client);
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A listen stream stays open when nothing watches the tools (no tool
+/// directory): Claude Code gave up re-listening when it closed at once.
+#[test]
+fn a_listen_stays_open_when_no_tool_directory_is_watched() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(&config, "tool_dirs = []\n").unwrap();
+    // Ready: every tool is compiled, and nothing watches them any more.
+    let replica = Replica::start(dir.path(), &config);
+    let listen = json!({"notifications": {"toolsListChanged": true}});
+    let body = request(1, "subscriptions/listen", listen, Cx::Default).to_string();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", replica.port)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {}\r\n\
+         Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+        modern::VERSION,
+        body.len()
+    )
+    .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // Until the server ends the stream, or 3 s pass without a byte.
+    while let Ok(n @ 1..) = stream.read(&mut chunk) {
+        seen.extend_from_slice(&chunk[..n]);
+    }
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(
+        seen.contains("notifications/subscriptions/acknowledged"),
+        "{seen}"
+    );
+    assert!(!seen.contains("\"result\""), "the listen ended: {seen}");
+}
+
+/// Clients that name no context but name their conversation (the
+/// `Airlock-Conversation` header, which a Claude Code configuration can
+/// send) each have a default context of their own: one's `cd` does not
+/// move the other, and one's `read` does not let the other's `edit`
+/// through. Clients that name neither share the server's default context.
+#[test]
+fn each_conversation_has_a_default_context_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, config) = setup(dir.path(), "memory");
+    let replica = Replica::start(dir.path(), &config);
+    let addr = format!("127.0.0.1:{}", replica.port);
+    let conversation = |name: &str| {
+        let mut connection = Connection::open(&addr);
+        connection.headers = vec![("Airlock-Conversation".into(), name.into())];
+        connection
+    };
+    let (mut one, mut two) = (conversation("one"), conversation("two"));
+    let moved = one.post(&call(1, "cd", json!({"path": "sub"}), Cx::Default));
+    assert_eq!(
+        moved.message["result"]["isError"], false,
+        "{}",
+        moved.message
+    );
+    let read = |c: &mut Connection, id| {
+        c.post(&call(
+            id,
+            "read",
+            json!({"file_path": "b.txt"}),
+            Cx::Default,
+        ))
+    };
+    assert!(text(&read(&mut one, 2).message).contains("beta"));
+    let elsewhere = read(&mut two, 3);
+    assert!(
+        !text(&elsewhere.message).contains("beta"),
+        "{}",
+        elsewhere.message
+    );
+
+    let c = ws.join("c.txt").display().to_string();
+    let read = one.post(&call(4, "read", json!({"file_path": c}), Cx::Default));
+    assert!(text(&read.message).contains("gamma"), "{}", read.message);
+    let edit = json!({"file_path": c, "old_string": "gamma", "new_string": "GAMMA"});
+    let refused = two.post(&call(5, "edit", edit.clone(), Cx::Default));
+    assert!(
+        text(&refused.message).contains("has not been read"),
+        "{}",
+        refused.message
+    );
+    // With no conversation named, the server's default context: not one's.
+    let shared = post(&addr, &call(6, "edit", edit.clone(), Cx::Default));
+    assert!(
+        text(&shared.message).contains("has not been read"),
+        "{}",
+        shared.message
+    );
+    let edited = one.post(&call(7, "edit", edit, Cx::Default));
+    assert_eq!(
+        edited.message["result"]["isError"], false,
+        "{}",
+        edited.message
+    );
+
+    // A name that is not printable ASCII, or too long, is refused.
+    let long =
+        conversation(&"x".repeat(129)).post(&call(8, "read", json!({"file_path": c}), Cx::Default));
+    assert_eq!(long.message["error"]["code"], -32602, "{}", long.message);
+}
+
+/// A call of `edit` from a client that can be asked (it declares form
+/// elicitation), with `extra` params (the retry's answer and state).
+fn asking_edit(id: u64, edit: &Value, extra: Value) -> Value {
+    let mut message = call(id, "edit", edit.clone(), Cx::Default);
+    message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {"form": {}}});
+    for (key, value) in extra.as_object().unwrap() {
+        message["params"][key] = value.clone();
+    }
+    message
+}
+
+#[test]
+fn permission_is_asked_by_input_required_and_answered_on_another_replica() {
+    let mut redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, config) = setup(dir.path(), &redis.url());
+    // No rule allows `edit`: every edit asks.
+    let text_of = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text_of.replace("allow = [\"edit\"]", "allow = []")).unwrap();
+    let (a, b) = (
+        Replica::start(dir.path(), &config),
+        Replica::start(dir.path(), &config),
+    );
+    let mut on_a = Connection::open(&format!("127.0.0.1:{}", a.port));
+    let mut on_b = Connection::open(&format!("127.0.0.1:{}", b.port));
+    let c = ws.join("c.txt").display().to_string();
+    let read = on_a.post(&call(1, "read", json!({"file_path": c}), Cx::Default));
+    assert!(text(&read.message).contains("gamma"), "{}", read.message);
+    let edit = json!({"file_path": c, "old_string": "gamma", "new_string": "GAMMA"});
+    let unchanged = || std::fs::read_to_string(ws.join("c.txt")).unwrap() == "gamma\n";
+
+    // A client that cannot be asked is answered by the host: denied.
+    let denied = on_a.post(&call(2, "edit", edit.clone(), Cx::Default));
+    assert!(
+        text(&denied.message).contains("nobody to ask"),
+        "{}",
+        denied.message
+    );
+
+    // One that can is asked, and nothing runs until it answers.
+    let asked = on_a.post(&asking_edit(3, &edit, json!({})));
+    let result = &asked.message["result"];
+    assert_eq!(result["resultType"], "input_required", "{}", asked.message);
+    let question = &result["inputRequests"]["airlock/question"];
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("edit wants to run") && message.contains("c.txt"),
+        "{message}"
+    );
+    let state = result["requestState"].as_str().expect("a requestState");
+    assert!(unchanged());
+
+    let accept = json!({"action": "accept", "content": {"allow": true}});
+    let retry = |id, edit: &Value, state: &str, answer: &Value| {
+        asking_edit(
+            id,
+            edit,
+            json!({"requestState": state, "inputResponses": {"airlock/question": answer}}),
+        )
+    };
+    let refused = |reply: &modern::Reply| {
+        reply.message["error"]["code"] == -32602
+            && reply.message["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("requestState"))
+    };
+    // A state changed by the client, or given for another call, is refused
+    // (on the other replica too).
+    let mut tampered = state.to_string();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let reply = on_b.post(&retry(4, &edit, &tampered, &accept));
+    assert!(refused(&reply), "{}", reply.message);
+    let other = json!({"file_path": c, "old_string": "gamma", "new_string": "OTHER"});
+    let reply = on_b.post(&retry(5, &other, state, &accept));
+    assert!(refused(&reply), "{}", reply.message);
+    assert!(unchanged());
+
+    // Declined on the other replica: not run, and the model is told.
+    let declined = on_b.post(&retry(6, &edit, state, &json!({"action": "decline"})));
+    assert_eq!(
+        declined.message["result"]["isError"], true,
+        "{}",
+        declined.message
+    );
+    assert!(
+        text(&declined.message).contains("declined"),
+        "{}",
+        declined.message
+    );
+    assert!(unchanged());
+
+    // Accepted on the other replica: the edit lands.
+    let edited = on_b.post(&retry(7, &edit, state, &accept));
+    assert_eq!(
+        edited.message["result"]["isError"], false,
+        "{}",
+        edited.message
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("c.txt")).unwrap(),
+        "GAMMA\n"
+    );
+    redis.stop();
 }
 
 #[test]

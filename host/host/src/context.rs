@@ -81,6 +81,9 @@ pub struct ToolContext {
     /// its session id (see [`Self::set_results_key`]).
     results_key: Option<Arc<str>>,
     rules: Arc<RwLock<PermissionRules>>,
+    /// The tools an "always allow" answer allowed, with the code it was
+    /// given for: the rules that are this context's own, kept with it.
+    always: Arc<Mutex<BTreeMap<String, Option<String>>>>,
     denials: Arc<Mutex<Vec<Denial>>>,
     abort: CancellationToken,
 }
@@ -131,6 +134,7 @@ impl ToolContext {
             tenant: None,
             results_key: None,
             rules: Arc::new(RwLock::new(rules)),
+            always: Arc::default(),
             denials: Arc::default(),
             abort: CancellationToken::new(),
         }
@@ -150,8 +154,14 @@ impl ToolContext {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let rules = self.rules().clone();
+        let always = self
+            .always
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         ToolContext {
             tools: Arc::new(self.tools.view(keep)),
+            always: Arc::new(Mutex::new(always)),
             agent_id: Some(agent_id.into()),
             read_files: Arc::new(Mutex::new(files)),
             // Its own turn for instance slots, as its own file reads give it.
@@ -236,6 +246,22 @@ impl ToolContext {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .add(kind, rule);
+    }
+
+    /// Allows every later call of tool `name` in this context (and its
+    /// snapshots) while it runs the code with `digest` (an "always allow"
+    /// answer: after a reload with other code under the same name, the
+    /// user is asked again). Unlike [`Self::add_rule`], the rule is kept
+    /// with the context when it is stored.
+    pub fn allow_always(&self, name: &str, digest: Option<&str>) {
+        let Ok(rule) = Rule::parse(name) else {
+            return;
+        };
+        self.add_rule(RuleKind::Allow, rule.bound_to(digest));
+        self.always
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), digest.map(str::to_string));
     }
 
     /// The calls denied so far.
@@ -440,6 +466,11 @@ impl ToolContext {
                 fields.insert(format!("{FIELD_STATE}{name}"), value.clone());
             }
         }
+        let always = self.always.lock().unwrap_or_else(|e| e.into_inner());
+        for (tool, digest) in always.iter() {
+            let digest = digest.clone().unwrap_or_default();
+            fields.insert(format!("{FIELD_ALWAYS}{tool}"), digest);
+        }
         let files = self.read_files.lock().unwrap_or_else(|e| e.into_inner());
         for (path, stamp) in files.iter() {
             fields.insert(
@@ -484,6 +515,12 @@ impl ToolContext {
             {
                 files.put(path.to_string(), stamp);
                 continue;
+            } else if let Some(tool) = name.strip_prefix(FIELD_ALWAYS)
+                && Rule::parse(tool).is_ok()
+            {
+                let digest = (!value.is_empty()).then_some(value.as_str());
+                self.allow_always(tool, digest);
+                continue;
             }
             tracing::warn!(field = %name, "a stored context field is not understood; left out");
         }
@@ -503,6 +540,7 @@ const FIELD_CWD: &str = "cwd";
 const FIELD_ENV: &str = "env:";
 const FIELD_STATE: &str = "state:";
 const FIELD_READ: &str = "read:";
+const FIELD_ALWAYS: &str = "always:";
 
 /// A stamp as [`ToolContext::to_fields`] writes it.
 fn parse_stamp(text: &str) -> Option<FileStamp> {

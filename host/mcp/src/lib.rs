@@ -24,14 +24,13 @@ use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use airlock_host::{ToolResult, ToolUse};
 use async_trait::async_trait;
 use rmcp::model::{
-    BooleanSchema, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
     ClientNotification, ClientRequest, ContentBlock as McpContent, CustomRequest, CustomResult,
-    ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode, GetExtensions, GetMeta,
-    Implementation, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    RequestId, Resource, ResourceContents, ServerCapabilities, ServerConfig, ServerJsonRpcMessage,
-    SubscriptionFilter, Tool,
+    ErrorCode, GetExtensions, GetMeta, Implementation, JsonRpcMessage, JsonRpcNotification,
+    JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, RequestId, Resource, ResourceContents,
+    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, SubscriptionContext,
@@ -55,9 +54,11 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 mod admission;
+mod asking;
 pub mod auth;
 mod callers;
 mod lines;
+mod rounds;
 mod sse;
 mod stateless;
 #[cfg(target_os = "linux")]
@@ -121,6 +122,11 @@ pub struct McpHost {
     contexts: Contexts,
     /// The order of 2026-07-28 calls in each context on this replica.
     lanes: Arc<stateless::Lanes>,
+    /// The key 2026-07-28 `requestState` is sealed with.
+    state_key: Arc<rounds::StateKey>,
+    /// The changed code 2026-07-28 callers were asked about and answered
+    /// (by caller and digest): each is asked once per change.
+    offered: Arc<Mutex<HashSet<String>>>,
     /// Whether every tool listed before it was compiled is compiled (what
     /// `/ready` answers over HTTP).
     compiled: Arc<AtomicBool>,
@@ -179,6 +185,8 @@ impl McpHost {
             tools: rx,
             contexts,
             lanes: Arc::default(),
+            state_key: Arc::default(),
+            offered: Arc::default(),
             compiled,
         }
     }
@@ -1432,46 +1440,42 @@ impl McpServer {
             .clone()
     }
 
+    /// The change of `tool`'s code held for approval, if any: the code
+    /// approved before runs until the new code is approved.
+    fn held_change(&self, tool: &str) -> Option<HeldChange> {
+        // On every call: nothing is allocated or read unless some change
+        // is held.
+        let airlock = self.session.host.tools.borrow();
+        let mut held = airlock
+            .registry()
+            .failures()
+            .iter()
+            .filter_map(|f| match &f.error {
+                LoadError::Unapproved { name, was, now } => Some((name, was, now)),
+                _ => None,
+            })
+            .peekable();
+        held.peek()?;
+        let tools = self.tools();
+        let entry = tools.get(tool)?;
+        let (name, was, now) = held.find(|(name, _, _)| **name == entry.descriptor().name)?;
+        Some(HeldChange {
+            name: name.clone(),
+            was: was.clone(),
+            now: now.clone(),
+            file: airlock.config().effective_approvals_file()?,
+        })
+    }
+
     /// When the component of `tool` changed under the server and its new
     /// code is not approved (the code approved before still runs), asks the
     /// client once per change whether to approve it, showing what changed;
     /// approved, the new code is recorded and served from this call on.
     async fn offer_changed_code(&self, tool: &str) {
-        // On every call: nothing is allocated or read unless some change
-        // is held.
-        let (name, change, file) = {
-            let airlock = self.session.host.tools.borrow();
-            let mut held = airlock
-                .registry()
-                .failures()
-                .iter()
-                .filter_map(|f| match &f.error {
-                    LoadError::Unapproved { name, was, now } => Some((name, was, now)),
-                    _ => None,
-                })
-                .peekable();
-            if held.peek().is_none() {
-                return;
-            }
-            let tools = self.tools();
-            let Some(entry) = tools.get(tool) else {
-                return;
-            };
-            let Some((name, was, now)) =
-                held.find(|(name, _, _)| **name == entry.descriptor().name)
-            else {
-                return;
-            };
-            (
-                name.clone(),
-                Some((was.clone(), now.clone())),
-                airlock.config().effective_approvals_file(),
-            )
-        };
-        let (Some((was, now)), Some(file)) = (change, file) else {
+        let Some(change) = self.held_change(tool) else {
             return;
         };
-        if !lock(&self.session.offered).insert(now.clone()) {
+        if !lock(&self.session.offered).insert(change.now.clone()) {
             return;
         }
         let Some(peer) = self.session.prompter.peer.get().filter(|p| {
@@ -1480,37 +1484,22 @@ impl McpServer {
         }) else {
             return;
         };
-        let schema = ElicitationSchema::builder()
-            .required_bool_property("approve", |b: BooleanSchema| {
-                b.title("Approve the new code and run it from now on")
-                    .with_default(false)
-            })
-            .build_unchecked();
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: format!(
-                "airlock: the component of {name} changed since it was approved (BLAKE3 {was} \
-                 -> {now}). The code approved before runs until the new code is approved \
-                 (here, or with `airlock approve {name}`)."
-            ),
-            requested_schema: schema,
-        };
-        let approved = match peer
+        let params = asking::approval_form(&change.name, &change.was, &change.now);
+        let approved = peer
             .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
             .await
-        {
-            Ok(r) if r.action == ElicitationAction::Accept => {
-                r.content
-                    .and_then(|c| c.get("approve").and_then(|v| v.as_bool()))
-                    == Some(true)
-            }
-            _ => false,
-        };
-        if !approved {
-            return;
+            .is_ok_and(|answer| asking::approves(&answer));
+        if approved {
+            self.approve(&change).await;
         }
+    }
+
+    /// Records the approval of `change` and waits, briefly, for the new
+    /// code to be served.
+    async fn approve(&self, change: &HeldChange) {
+        let name = &change.name;
         let recorded = tokio::task::spawn_blocking({
-            let (name, now) = (name.clone(), now.clone());
+            let (file, name, now) = (change.file.clone(), name.clone(), change.now.clone());
             move || airlock_host::approvals::Approvals::record(&file, &name, &now)
         })
         .await;
@@ -1522,13 +1511,24 @@ impl McpServer {
         // call waits for the new code, briefly.
         let deadline = tokio::time::Instant::now() + APPROVAL_WAIT;
         while tokio::time::Instant::now() < deadline {
-            if self.tools().get(&name).and_then(|e| e.tool.digest()) == Some(now.as_str()) {
+            if self.tools().get(name).and_then(|e| e.tool.digest()) == Some(change.now.as_str()) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tracing::warn!(tool = %name, "the approved code was not loaded in time; this call runs the code approved before");
     }
+}
+
+/// A tool's new code, held until it is approved.
+struct HeldChange {
+    name: String,
+    /// The BLAKE3 of the code approved before, which runs meanwhile.
+    was: String,
+    /// The BLAKE3 of the new code.
+    now: String,
+    /// Where approvals are recorded.
+    file: std::path::PathBuf,
 }
 
 impl Session {
@@ -1545,14 +1545,7 @@ impl Session {
     /// `results_key` names, recorded as given to this session (so
     /// `resources/read` serves it).
     fn give(&self, path: &str, results_key: &str) -> Resource {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        let mut link = Resource::new(file_uri(path), name);
-        link.description = Some(
-            "The whole result of this call, saved because it was too large to return; read it \
-             with resources/read (no tool can, and no other caller)"
-                .into(),
-        );
-        link.mime_type = Some(SPILLED_MIME.into());
+        let link = result_link(path);
         let mut given = lock(&self.given);
         if given
             .paths
@@ -1562,6 +1555,30 @@ impl Session {
             given.links.push(link.clone());
         }
         link
+    }
+
+    /// Links to the results the caller of a 2026-07-28 request saved in
+    /// the context it names, which it may read.
+    async fn saved_results(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Vec<Resource>, ErrorData> {
+        let Some(results_key) = stateless::results_key(context) else {
+            return Ok(Vec::new());
+        };
+        let caller = identity(context).map(auth::Identity::caller);
+        let airlock = self.host.tools.borrow().clone();
+        let listed = tokio::task::spawn_blocking(move || match airlock.results() {
+            Some(store) => store.list(Owner {
+                caller: caller.as_ref(),
+                context: &results_key,
+            }),
+            None => Ok(Vec::new()),
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("listing the results failed: {e}"), None))?
+        .map_err(|e| ErrorData::internal_error(format!("listing the results failed: {e}"), None))?;
+        Ok(listed.iter().map(|path| result_link(path)).collect())
     }
 
     /// Later calls see `airlock`'s tools (those the session's view gives).
@@ -1689,66 +1706,28 @@ impl PermissionPrompter for McpPrompter {
         }) else {
             return self.fallback.prompter().ask(request).await;
         };
-        let schema = ElicitationSchema::builder()
-            .required_bool_property("allow", |b: BooleanSchema| {
-                b.title("Allow this call").with_default(false)
-            })
-            .bool_property("always", |b: BooleanSchema| {
-                b.title("Allow every later call of this tool in this session")
-                    .with_default(false)
-            })
-            .build_unchecked();
-        let asked_by = request.caller.as_ref().map_or(String::new(), |caller| {
-            format!(
-                " for {}",
-                sanitize::clean_capped(&caller.to_string(), Sink::Line, 200)
-            )
-        });
-        let message = format!(
-            "airlock: {} wants to run{asked_by} ({}).\nInput: {}",
-            request.tool_name,
-            sanitize::clean_capped(&request.reason, Sink::Line, 300),
-            sanitize::clean_capped(&request.input.to_string(), Sink::Line, 500),
-        );
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message,
-            requested_schema: schema,
-        };
         let answer = peer
-            .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
-            .await;
-        match answer {
-            Ok(r) if r.action == ElicitationAction::Accept => {
-                let content = r.content.unwrap_or_default();
-                let yes = |k: &str| content.get(k).and_then(|v| v.as_bool()) == Some(true);
-                match (yes("allow"), yes("always")) {
-                    (true, true) => PermissionAnswer::AllowAlways,
-                    (true, false) => PermissionAnswer::Allow,
-                    _ => PermissionAnswer::Deny(Some(format!(
-                        "the user did not allow this call. {}",
-                        how_to_allow(&request.tool_name)
-                    ))),
-                }
-            }
-            Ok(_) => PermissionAnswer::Deny(Some(format!(
-                "the user declined this call. {}",
-                how_to_allow(&request.tool_name)
-            ))),
-            Err(e) => PermissionAnswer::Deny(Some(format!(
-                "asking the user failed ({e}). {}",
-                how_to_allow(&request.tool_name)
-            ))),
-        }
+            .create_elicitation_with_timeout(
+                asking::permission_form(request),
+                Some(ELICITATION_TIMEOUT),
+            )
+            .await
+            .map_err(|e| e.to_string());
+        asking::permission_answer(&request.tool_name, answer)
     }
 }
 
-/// How to let calls of `tool` run without a question.
-fn how_to_allow(tool: &str) -> String {
-    format!(
-        "To run {tool} without asking, allow it with a rule (permissions.allow = [\"{tool}\"]), \
-         another permission mode (--mode), or --yes."
-    )
+/// The resource link to the saved result at `path`.
+fn result_link(path: &str) -> Resource {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let mut link = Resource::new(file_uri(path), name);
+    link.description = Some(
+        "The whole result of this call, saved because it was too large to return; read it \
+         with resources/read (no tool can, and no other caller)"
+            .into(),
+    );
+    link.mime_type = Some(SPILLED_MIME.into());
+    link
 }
 
 /// The page of a list of `len` tools (or resources) that `cursor` asks
@@ -1951,10 +1930,19 @@ impl ServerHandler for McpServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let given = lock(&self.session.given);
         let cursor = request.and_then(|r| r.cursor);
+        // A 2026-07-28 request has no session that was given links: it is
+        // shown the results its caller saved in the context it names.
+        if stateless::is_stateless(&context.meta) {
+            let links = self.session.saved_results(&context).await?;
+            let (start, end, next) = page(links.len(), cursor.as_deref())?;
+            let mut result = ListResourcesResult::with_all_items(links[start..end].to_vec());
+            result.next_cursor = next;
+            return Ok(result);
+        }
+        let given = lock(&self.session.given);
         let (start, end, next) = page(given.links.len(), cursor.as_deref())?;
         let mut result = ListResourcesResult::with_all_items(given.links[start..end].to_vec());
         result.next_cursor = next;

@@ -24,6 +24,8 @@ use super::{
     McpServer, Progress, Received, cancelled_by_client, connection_closed, logging, mcp_result,
     narrowed, no_such_tool, tool_view, wait_turn, waiting,
 };
+use crate::asking;
+use crate::rounds::{self, Round};
 use airlock_host::adapters::mcp::output_schema;
 use airlock_host::contexts::{self, ContextError, Contexts};
 use airlock_host::tool::ProgressSink;
@@ -117,13 +119,61 @@ fn named(meta: &RequestMetaObject) -> Result<Named<'_>, ErrorData> {
     }
 }
 
+/// The HTTP header a client names its conversation by: calls that name
+/// no context run in that conversation's default context, one per caller
+/// and conversation. Claude Code and the SDKs send nothing that tells one
+/// conversation from another; a client sets it in its configuration.
+pub const CONVERSATION_HEADER: &str = "airlock-conversation";
+
+/// The longest conversation name taken.
+const CONVERSATION_MAX: usize = 128;
+
+/// Whose default context the calls of a request that names no context run
+/// in: its caller's (an authenticated caller's key; none without tokens),
+/// and within it, the conversation's its `Airlock-Conversation` header
+/// names, if any (an empty one names none). An error for a name that is
+/// too long or not printable ASCII.
+fn default_owner(context: &RequestContext<RoleServer>) -> Result<Option<String>, ErrorData> {
+    let owner = crate::identity(context).map(crate::auth::Identity::key);
+    let named = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get(CONVERSATION_HEADER));
+    // Empty: a configuration whose variable is unset names none.
+    let Some(named) = named.filter(|v| !v.is_empty()) else {
+        return Ok(owner);
+    };
+    let conversation = named
+        .to_str()
+        .ok()
+        .filter(|v| v.len() <= CONVERSATION_MAX)
+        .ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "the {CONVERSATION_HEADER} header must be at most {CONVERSATION_MAX} \
+                     printable ASCII characters naming the client's conversation"
+                ),
+                None,
+            )
+        })?;
+    let conversation = &blake3::hash(conversation.as_bytes()).to_hex()[..32];
+    // A caller's key is hex: the two never meet.
+    Ok(Some(format!(
+        "{}conversation.{conversation}",
+        owner.map_or_else(String::new, |o| format!("{o}."))
+    )))
+}
+
 /// The name the saved results of the context a 2026-07-28 request names
 /// are kept under, for its caller (`ToolContext::results_key`); `None` for
 /// a new context (which has none yet) or a malformed name.
 pub(crate) fn results_key(context: &RequestContext<RoleServer>) -> Option<String> {
     let owner = crate::identity(context).map(crate::auth::Identity::key);
     match named(&context.meta).ok()? {
-        Named::Default => Some(contexts::results_key(None, owner.as_deref())),
+        Named::Default => Some(contexts::results_key(
+            None,
+            default_owner(context).ok()?.as_deref(),
+        )),
         Named::Fresh => None,
         Named::Id(id) => Some(contexts::results_key(Some(id), owner.as_deref())),
     }
@@ -162,9 +212,32 @@ impl McpServer {
         let session = &self.session;
         let contexts: &Contexts = &session.host.contexts;
         let named = named(&context.meta)?;
-        // The host's own prompter answers permission questions.
+        // An authenticated caller's contexts are its own: its default
+        // context, and the ones it created, which no one else can name.
+        let owner = crate::identity(&context).map(crate::auth::Identity::key);
+        let owner = owner.as_deref();
+        // A client that can be asked is asked by an `input_required`
+        // result; for any other, the host's own prompter answers.
+        let round = match context.meta.client_capabilities() {
+            Some(client) if asking::asks_forms(&client) => {
+                let key = &session.host.state_key;
+                Some(Round::open(key, contexts, &request, owner).await?)
+            }
+            _ => None,
+        };
+        if let Some(round) = &round
+            && self.approval_asked(&request.name, round, owner).await
+            && let Some(question) = round
+                .input_required(&session.host.state_key, contexts)
+                .await?
+        {
+            return Ok(question.into());
+        }
         let host = session.host.listing(&request.name, &context.ct).await?;
-        let airlock = narrowed(host, tool_view(&context));
+        let mut airlock = narrowed(host, tool_view(&context));
+        if let Some(round) = &round {
+            airlock = airlock.with_prompter(round.clone());
+        }
         let mut cx = airlock.context();
         // The host's tools as they are now: no session refreshes a list.
         let Some(entry) = cx.tools().get(&request.name) else {
@@ -176,10 +249,6 @@ impl McpServer {
             .flags
             .contains(SafetyFlags::CONCURRENCY_SAFE);
         let closed = wait_turn(received.as_ref(), &context.ct).await?;
-        // An authenticated caller's contexts are its own: its default
-        // context, and the ones it created, which no one else can name.
-        let owner = crate::identity(&context).map(crate::auth::Identity::key);
-        let owner = owner.as_deref();
         // Calls of one context keep their order: a call joins its lane's
         // queue before the next request on the connection may go, then
         // waits there. The default context has a lane only on a connection
@@ -187,8 +256,13 @@ impl McpServer {
         // shares it, and one client's long call would hold up the others'.
         // A lane is its caller's too: one who names another's context never
         // waits in, or holds up, that context's lane.
+        let default_owner = default_owner(&context)?;
         let lane = match named {
             Named::Fresh => None,
+            // A conversation's calls keep their order, as a connection's do.
+            Named::Default if default_owner != owner.map(str::to_string) => default_owner
+                .as_ref()
+                .map(|conversation| format!("{DEFAULT_LANE}:{conversation}")),
             Named::Default => received.is_some().then(|| DEFAULT_LANE.to_string()),
             Named::Id(id) => Some(match owner {
                 Some(owner) => format!("{id}:{owner}"),
@@ -217,7 +291,11 @@ impl McpServer {
             None => waiting(entering, &context.ct, &closed).await?,
         };
         let mut loaded = match named {
-            Named::Default => contexts.load_default(&mut cx, owner).await,
+            Named::Default => {
+                contexts
+                    .load_default(&mut cx, default_owner.as_deref())
+                    .await
+            }
             Named::Fresh => contexts.load_as(None, owner, &mut cx).await,
             Named::Id(id) => contexts.load_as(Some(id), owner, &mut cx).await,
         }
@@ -240,6 +318,7 @@ impl McpServer {
         let tool_use = ToolUse::new(use_id, request.name.as_ref(), input)
             .with_caller(crate::identity(&context).map(crate::auth::Identity::caller));
         let mut abandoned = None;
+        let mut asked = false;
         let result = {
             let call = airlock.call_with(&mut cx, tool_use, control);
             tokio::pin!(call);
@@ -264,9 +343,29 @@ impl McpServer {
                         cancel.cancel();
                         abandoned = Some(connection_closed());
                     }
+                    () = stopped(round.as_deref()), if !asked => {
+                        // The call waits for an answer only the client's
+                        // next request brings: it ends here, before its
+                        // tool ran.
+                        cancel.cancel();
+                        asked = true;
+                    }
                 }
             }
         };
+        // A call that stopped at a question ran nothing: its context is
+        // left as it was, and the client gets the question.
+        if let Some(round) = round.as_deref().filter(|_| asked) {
+            if let Some(error) = abandoned {
+                return Err(error);
+            }
+            if let Some(question) = round
+                .input_required(&session.host.state_key, contexts)
+                .await?
+            {
+                return Ok(question.into());
+            }
+        }
         // A result the call saved is kept under the context's id: a new
         // context that saved one is created (its id handed out), so that
         // the result can be read back.
@@ -301,6 +400,35 @@ impl McpServer {
         Ok(reply.into())
     }
 
+    /// Asks a caller that can be asked whether `tool`'s changed code may
+    /// run, once per change and caller on this replica (the code approved
+    /// before runs meanwhile, as in a session); approved, the new code is
+    /// recorded and served. `true` when the call stops at the question.
+    async fn approval_asked(&self, tool: &str, round: &Round, owner: Option<&str>) -> bool {
+        let Some(change) = self.held_change(tool) else {
+            return false;
+        };
+        let question = serde_json::json!(["approve", change.name, change.was, change.now]);
+        let digest = rounds::digest(&question);
+        let offered = format!("{}\n{}", owner.unwrap_or_default(), change.now);
+        if let Some(answer) = round.answered(&digest) {
+            let approves = asking::approves(answer);
+            super::lock(&self.session.host.offered).insert(offered);
+            if approves {
+                self.approve(&change).await;
+            }
+            return false;
+        }
+        if super::lock(&self.session.host.offered).contains(&offered) {
+            return false;
+        }
+        round.stop(
+            digest,
+            asking::approval_form(&change.name, &change.was, &change.now),
+        );
+        true
+    }
+
     /// A `subscriptions/listen` stream: `notifications/tools/list_changed`
     /// each time the tools change, until the client ends it.
     pub(crate) async fn listen_for_changes(
@@ -317,6 +445,10 @@ impl McpServer {
             tokio::select! {
                 changed = tools.changed() => {
                     if changed.is_err() {
+                        // Nothing watches the tools (no tool directory):
+                        // none will change, and the stream stays open
+                        // until the client ends it.
+                        subscription.cancelled().await;
                         return Ok(());
                     }
                     tools.borrow_and_update();
@@ -327,5 +459,13 @@ impl McpServer {
                 () = subscription.cancelled() => return Ok(()),
             }
         }
+    }
+}
+
+/// Returns once `round`'s call stopped at a question; never without one.
+async fn stopped(round: Option<&Round>) {
+    match round {
+        Some(round) => round.stopped().await,
+        None => std::future::pending().await,
     }
 }

@@ -252,6 +252,61 @@ impl Contexts {
         self.ttl
     }
 
+    /// The secret named `name`: 32 random bytes, the same for every
+    /// replica sharing this store (in process, this process's own). The
+    /// first to ask makes it; each ask keeps it a year longer. Two replicas
+    /// asking first at once may each make one and keep the one they wrote
+    /// until they ask again: a caller that finds a value sealed with it
+    /// does not open asks again before refusing it. No client names it:
+    /// its store key is no context id.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use airlock_host::contexts::Contexts;
+    /// use airlock_host::Config;
+    ///
+    /// let contexts = Contexts::from_config(&Config::default().contexts);
+    /// let key = contexts.shared_secret("request-state").await.unwrap();
+    /// assert_eq!(contexts.shared_secret("request-state").await.unwrap(), key);
+    /// assert_ne!(contexts.shared_secret("another").await.unwrap(), key);
+    /// # });
+    /// ```
+    pub async fn shared_secret(&self, name: &str) -> Result<[u8; 32], ContextError> {
+        const KEPT: Duration = Duration::from_secs(365 * 24 * 3600);
+        const FIELD: &str = "secret";
+        let id = format!("secret:{name}");
+        let stored = |fields: Option<Fields>| {
+            let hex = fields?.remove(FIELD)?;
+            let mut bytes = [0u8; 32];
+            (hex.len() == 64).then_some(())?;
+            for (i, byte) in bytes.iter_mut().enumerate() {
+                *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+            }
+            Some(bytes)
+        };
+        let load = || async {
+            self.store
+                .load(&id, KEPT)
+                .await
+                .map(stored)
+                .map_err(|e| self.failed(e))
+        };
+        if let Some(secret) = load().await? {
+            return Ok(secret);
+        }
+        let mut fresh = [0u8; 32];
+        getrandom::fill(&mut fresh)
+            .map_err(|e| self.failed(StoreError(format!("no randomness for a secret: {e}"))))?;
+        let hex: String = fresh.iter().map(|b| format!("{b:02x}")).collect();
+        let set = Fields::from([(FIELD.to_string(), hex)]);
+        self.store
+            .merge(&id, &set, &[], KEPT)
+            .await
+            .map_err(|e| self.failed(e))?;
+        // What the store kept, if another replica wrote after this one.
+        Ok(load().await?.unwrap_or(fresh))
+    }
+
     /// Restores context `id` into `cx` (a fresh context of the host), or
     /// leaves `cx` as it is for `None` (a new context, created by
     /// [`Contexts::save`] if the call changes it, or [`Loaded::keep`] says

@@ -35,7 +35,7 @@ use airlock_core::descriptor::SafetyFlags;
 use airlock_core::error::{CallError, ErrorClass};
 use airlock_core::grants::CallGrants;
 use airlock_core::json;
-use airlock_core::permissions::{CallFacts, Rule, RuleKind};
+use airlock_core::permissions::CallFacts;
 use airlock_core::tool::{CancellationToken, ContentBlock, ContextChange, Invocation, ToolOutput};
 use hooks::{HookEvent, Hooks};
 use prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
@@ -489,10 +489,7 @@ impl Stages<'_> {
                     PermissionAnswer::AllowAlways => {
                         // Bound to this code: after a reload with other
                         // code under the same name, the user is asked again.
-                        if let Ok(rule) = Rule::parse(&name) {
-                            let rule = rule.bound_to(self.entry.tool.digest());
-                            self.cx.add_rule(RuleKind::Allow, rule);
-                        }
+                        self.cx.allow_always(&name, self.entry.tool.digest());
                         (true, DecisionSource::User, String::new())
                     }
                     PermissionAnswer::Deny(why) => (

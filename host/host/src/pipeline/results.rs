@@ -234,6 +234,41 @@ impl ResultStore {
         airlock_core::host_files::read_opened_capped(file.into_std(), cap)
     }
 
+    /// The paths of the results `owner` saved (as [`spill`] returned them),
+    /// by name; none when it saved none. No other owner's are listed.
+    ///
+    /// ```
+    /// use airlock_host::pipeline::results::{Owner, ResultStore, spill};
+    /// use airlock_host::ToolOutput;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = ResultStore::new(dir.path());
+    /// let owner = Owner { caller: None, context: "ctx" };
+    /// let mut output = ToolOutput::text("x".repeat(100));
+    /// let path = spill(&mut output, 10, Some(&store), owner, "use-1").unwrap().unwrap();
+    /// assert_eq!(store.list(owner).unwrap(), [path]);
+    /// assert!(store.list(Owner { context: "other", ..owner }).unwrap().is_empty());
+    /// ```
+    pub fn list(&self, owner: Owner<'_>) -> std::io::Result<Vec<String>> {
+        let directory = owner.directory();
+        let dir = match self.owner_dir(&directory, false) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut names = Vec::new();
+        for entry in dir.entries()? {
+            let entry = entry?;
+            if entry.file_type()?.is_file()
+                && let Some(name) = entry.file_name().to_str()
+            {
+                names.push(format!("{}/{directory}/{name}", self.path()));
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
     /// Writes `text` to a new file in `owner`'s directory, named after the
     /// tool use; returns its path.
     fn write(&self, owner: Owner<'_>, tool_use_id: &str, text: &str) -> Result<String, String> {
