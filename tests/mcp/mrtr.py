@@ -2,7 +2,8 @@
 default `auto` mode, over stdio and over HTTP: a `write` that needs the
 user's permission comes back `input_required`; the SDK asks its elicitation
 callback and sends the call again with the answer. Accepted, the file is
-written; declined, or not allowed, it is not, and the model is told why;
+written; declined, not allowed or dismissed, it is not, and the model is
+told which;
 "always", later writes in that context are not asked again, and another
 context is asked anew. A `read` (no permission needed) is never asked.
 
@@ -57,12 +58,18 @@ async def questions_are_asked(server, workspace: str, transport: str) -> None:
         r = await write("unchecked.txt")
         assert r.is_error and "did not allow" in r.content[0].text, r
         assert not os.path.exists(f"{workspace}/{transport}-unchecked.txt")
-        assert len(asked) == 3, asked
+
+        # Dismissed (cancel): not written, and not called a decline.
+        answers.append(types.ElicitResult(action="cancel"))
+        r = await write("dismissed.txt")
+        assert r.is_error and "dismissed without an answer" in r.content[0].text, r
+        assert not os.path.exists(f"{workspace}/{transport}-dismissed.txt")
+        assert len(asked) == 4, asked
 
         # A read needs no permission: nothing is asked.
         r = await client.call_tool("read", {"file_path": f"{workspace}/{transport}-accepted.txt"})
         assert not r.is_error and "accepted.txt" in r.content[0].text, r
-        assert len(asked) == 3, asked
+        assert len(asked) == 4, asked
 
         # "Always", in a context of its own: asked once, then never again
         # in that context; the default context is still asked.
@@ -73,11 +80,11 @@ async def questions_are_asked(server, workspace: str, transport: str) -> None:
         assert context and context.startswith("ctx_"), r.meta
         r = await write("always-2.txt", context)
         assert not r.is_error, r
-        assert len(asked) == 4, asked
+        assert len(asked) == 5, asked
         answers.append(types.ElicitResult(action="accept", content={"allow": True}))
         r = await write("default-again.txt")
         assert not r.is_error, r
-        assert len(asked) == 5, asked
+        assert len(asked) == 6, asked
         for name in ("always-1.txt", "always-2.txt", "default-again.txt"):
             assert os.path.exists(f"{workspace}/{transport}-{name}"), name
     print(f"{transport}: {len(asked)} questions asked and answered")

@@ -65,20 +65,27 @@ impl Lines {
     }
 }
 
-#[test]
-fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ws, config) = setup(dir.path(), "memory");
-    let mut child = airlock(dir.path(), &config, &["mcp"])
+/// `airlock mcp` over stdio, with `home` as HOME and `config`: the process,
+/// and a client of its pipes.
+fn serve_stdio(home: &std::path::Path, config: &std::path::Path) -> (std::process::Child, Lines) {
+    let mut child = airlock(home, config, &["mcp"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut client = Lines {
+    let client = Lines {
         stdin: child.stdin.take().unwrap(),
         stdout: BufReader::new(child.stdout.take().unwrap()),
     };
+    (child, client)
+}
+
+#[test]
+fn a_2026_client_lists_and_calls_tools_over_stdio_without_initialize() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, config) = setup(dir.path(), "memory");
+    let (mut child, mut client) = serve_stdio(dir.path(), &config);
     let discovered = client.ask(request(1, "server/discover", json!({}), Cx::Default));
     let versions = discovered["result"]["supportedVersions"].to_string();
     assert!(versions.contains(modern::VERSION), "{discovered}");
@@ -362,6 +369,50 @@ fn each_conversation_has_a_default_context_of_its_own() {
     let long =
         conversation(&"x".repeat(129)).post(&call(8, "read", json!({"file_path": c}), Cx::Default));
     assert_eq!(long.message["error"]["code"], -32602, "{}", long.message);
+}
+
+/// A 2026-07-28 client over stdio that closes stdin with a listen open
+/// ends the server at once and cleanly: the listen ends with the
+/// connection (it held the exit for rmcp's 5 s wait for replies in
+/// flight), and a connection that never began a session is no error (it
+/// exited with 1, "connection closed: initialize request").
+#[test]
+fn closing_stdin_with_a_listen_open_ends_the_server_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(&config, "tool_dirs = []\n").unwrap();
+    let (mut child, mut client) = serve_stdio(dir.path(), &config);
+    let listen = json!({"notifications": {"toolsListChanged": true}});
+    client.send(&request(1, "subscriptions/listen", listen, Cx::Default));
+    let ack = client.next();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    // Only stdin: a client that also closes stdout can catch rmcp
+    // between writing the acknowledgement and learning it was written,
+    // which holds the exit for rmcp's wait.
+    let Lines {
+        stdin,
+        stdout: _open,
+    } = client;
+    let closed = std::time::Instant::now();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        closed.elapsed() < Duration::from_secs(3),
+        "the server took {:?} to end",
+        closed.elapsed()
+    );
+
+    // A client that only asked what the server serves.
+    let (mut child, mut client) = serve_stdio(dir.path(), &config);
+    let discovered = client.ask(request(1, "server/discover", json!({}), Cx::Default));
+    assert!(discovered.get("result").is_some(), "{discovered}");
+    drop(client);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "after a discover alone: {status}");
 }
 
 /// A call of `edit` from a client that can be asked (it declares form

@@ -27,7 +27,7 @@ pub(crate) fn permission_form(request: &PermissionRequest) -> ElicitRequestParam
             b.title("Allow this call").with_default(false)
         })
         .bool_property("always", |b: BooleanSchema| {
-            b.title("Allow every later call of this tool in this session")
+            b.title("Also allow every later call of this tool in this agent context")
                 .with_default(false)
         })
         .build_unchecked();
@@ -74,6 +74,10 @@ pub(crate) fn permission_answer(
                 ))),
             }
         }
+        Ok(r) if r.action == ElicitationAction::Cancel => PermissionAnswer::Deny(Some(format!(
+            "the question was dismissed without an answer. {}",
+            how_to_allow(tool)
+        ))),
         Ok(_) => PermissionAnswer::Deny(Some(format!(
             "the user declined this call. {}",
             how_to_allow(tool)

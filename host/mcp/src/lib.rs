@@ -231,10 +231,17 @@ impl McpHost {
         let answering = Answering::new(stdio.lines());
         let known = answering.session.clone();
         let server = self.session();
-        let running = server
+        let running = match server
             .clone()
             .serve(Ordered::new(stdio).answering(answering))
-            .await?;
+            .await
+        {
+            Ok(running) => running,
+            // stdin closed before any session began (a 2026-07-28 client,
+            // which sends no `initialize`, that is done): a clean end.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
         let _ = known.set((server, running.peer().clone()));
         running.waiting().await?;
         Ok(())
@@ -1080,6 +1087,11 @@ impl<T: Transport<RoleServer>> Ordered<T> {
                         closed: self.closed.clone(),
                     });
                 }
+                // A listen ends with its connection, not after rmcp's wait
+                // for the replies in flight.
+                if let ClientRequest::SubscriptionsListenRequest(listen) = request {
+                    listen.extensions.insert(Closed(self.closed.clone()));
+                }
                 tasks::divert(request);
             }
             // rmcp drops the reply of a call the client cancelled.
@@ -1201,6 +1213,10 @@ impl Answering {
         }
     }
 }
+
+/// Cancelled when the connection a request came on ends.
+#[derive(Clone)]
+struct Closed(CancellationToken);
 
 /// What a `tools/call` request carries from [`Ordered`] to the handler.
 #[derive(Clone)]

@@ -130,9 +130,9 @@ const CONVERSATION_MAX: usize = 128;
 
 /// Whose default context the calls of a request that names no context run
 /// in: its caller's (an authenticated caller's key; none without tokens),
-/// and within it, the conversation's its `Airlock-Conversation` header
-/// names, if any (an empty one names none). An error for a name that is
-/// too long or not printable ASCII.
+/// and within it, that of the conversation its `Airlock-Conversation`
+/// header names, if any (an empty one names none). An error for a name
+/// that is too long or not printable ASCII.
 fn default_owner(context: &RequestContext<RoleServer>) -> Result<Option<String>, ErrorData> {
     let owner = crate::identity(context).map(crate::auth::Identity::key);
     let named = context
@@ -146,7 +146,7 @@ fn default_owner(context: &RequestContext<RoleServer>) -> Result<Option<String>,
     let conversation = named
         .to_str()
         .ok()
-        .filter(|v| v.len() <= CONVERSATION_MAX)
+        .filter(|v| v.len() <= CONVERSATION_MAX && v.bytes().all(|b| (b' '..=b'~').contains(&b)))
         .ok_or_else(|| {
             ErrorData::invalid_params(
                 format!(
@@ -437,10 +437,22 @@ impl McpServer {
     ) -> Result<(), ErrorData> {
         let mut tools = self.session.host.tools.clone();
         tools.borrow_and_update();
+        let closed = subscription
+            .request_context()
+            .extensions
+            .get::<super::Closed>()
+            .map_or_else(CancellationToken::new, |c| c.0.clone());
+        let ended = async {
+            tokio::select! {
+                () = subscription.cancelled() => {}
+                () = closed.cancelled() => {}
+            }
+        };
         if !subscription.accepted().tools_list_changed.unwrap_or(false) {
-            subscription.cancelled().await;
+            ended.await;
             return Ok(());
         }
+        tokio::pin!(ended);
         loop {
             tokio::select! {
                 changed = tools.changed() => {
@@ -448,7 +460,7 @@ impl McpServer {
                         // Nothing watches the tools (no tool directory):
                         // none will change, and the stream stays open
                         // until the client ends it.
-                        subscription.cancelled().await;
+                        ended.await;
                         return Ok(());
                     }
                     tools.borrow_and_update();
@@ -456,7 +468,7 @@ impl McpServer {
                         return Ok(());
                     }
                 }
-                () = subscription.cancelled() => return Ok(()),
+                () = &mut ended => return Ok(()),
             }
         }
     }
