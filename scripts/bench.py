@@ -355,6 +355,14 @@ def main():
     raw_http = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_raw_http.py"), str(airlock)],
                               capture=True).strip().splitlines()[-1])
     COMMANDS.append(f"python3 scripts/mcp_raw_http.py {airlock}")
+    # The same `read` through the SDK against the SDK's own server, both eras.
+    eras = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_sdk_eras.py"), str(airlock)],
+                          capture=True).strip().splitlines()[-1])
+    COMMANDS.append(f"python3 scripts/mcp_sdk_eras.py {airlock}  (Python `mcp` 2.3.0)")
+    # Another caller's canary over the wire during each flood.
+    flood = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_flood.py"), str(airlock)],
+                           capture=True).strip().splitlines()[-1])
+    COMMANDS.append(f"python3 scripts/mcp_flood.py {airlock}")
 
     corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     same = rg_counts == airlock_counts
@@ -492,6 +500,18 @@ def main():
          "reported", f"{raw_http['http_us']:.0f} µs",
          f"the same over stdio (JSON-RPC lines, no SDK): {raw_http['stdio_us']:.0f} µs",
          f"{raw_http['http_over_stdio']:.2f}×", True, None),
+        *(
+            (row, f"One `read` at a time through the Python MCP SDK over {name}: the 2025 era "
+             "(`initialize`); 2026-07-28 (`Client(mode=\"auto\")`)",
+             "faster than the SDK's own server",
+             "; ".join(f"{eras[f'airlock_{t}_{era}']['median_us']:.0f} µs" for era in ("legacy", "2026")),
+             "the SDK's `MCPServer`, same tool: " + "; ".join(
+                 f"{eras[f'reference_{t}_{era}']['median_us']:.0f} µs" for era in ("legacy", "2026")),
+             "; ".join(f"{eras[f'reference_over_airlock_{t}_{era}']:.2f}× faster"
+                       for era in ("legacy", "2026")),
+             all(eras[f"reference_over_airlock_{t}_{era}"] > 1 for era in ("legacy", "2026")), None)
+            for row, name, t in (("8j", "stdio", "stdio"), ("8k", "Streamable HTTP", "http"))
+        ),
         ("9", "`tool_search` over 1,000 deferred tools (BM25), a call through the pipeline",
          "reported", us(search_call), f"a `sleep` call: {us(search_sleep)}",
          f"{search_call / search_sleep:.1f}×; building the index and searching: {us(search_fn)}", True, None),
@@ -516,6 +536,22 @@ def main():
          "p99 ≤ 50 ms", f"p50 {spin['p50_ms']:.3f} ms, p99 {spin['p99_ms']:.3f} ms",
          f"no flood: p50 {spin['quiet_p50_ms']:.3f} ms, p99 {spin['quiet_p99_ms']:.3f} ms",
          f"p99 {spin['p99_ms'] / spin['quiet_p99_ms']:.0f}× quiet", spin["p99_ms"] <= 50, None),
+        *(
+            (row, f"… over {name}: another {who}'s `read` while one keeps 1,000 `sleep` calls "
+             "of 20 s in flight; while one keeps 200 `bash` calls spinning", "p99 ≤ 50 ms",
+             "; ".join(f"p50 {flood[f'{t}_{k}']['flooded']['p50_ms']:.2f} ms, "
+                       f"p99 {flood[f'{t}_{k}']['flooded']['p99_ms']:.2f} ms" for k in ("sleep", "spin")),
+             "no flood: " + "; ".join(f"p99 {flood[f'{t}_{k}']['quiet']['p99_ms']:.2f} ms"
+                                      for k in ("sleep", "spin")),
+             "p99 " + "; ".join(f"{flood[f'{t}_{k}']['flooded']['p99_ms'] / flood[f'{t}_{k}']['quiet']['p99_ms']:.1f}× quiet"
+                                for k in ("sleep", "spin"))
+             + f" ({flood[f'{t}_sleep']['flood_running_at_end']:,} and "
+               f"{flood[f'{t}_spin']['flood_running_at_end']:,} still running at the end; "
+               f"{flood[f'{t}_spin']['flooded']['server_cores']:.2f} cores busy while spinning)",
+             all(flood[f"{t}_{k}"]["flooded"]["p99_ms"] <= 50 for k in ("sleep", "spin")), None)
+            for row, name, who, t in (("10d", "Streamable HTTP", "session", "http"),
+                                      ("10e", "stdio", "2026-07-28 context", "stdio"))
+        ),
         ("12", "Warm call of a trivial Python tool (componentize-py), full pipeline", "≤ 2 ms",
          ms(py_warm), f"the Rust tool: {us(rust_warm)}", f"{py_warm / rust_warm:.0f}× Rust",
          py_warm <= 0.002, "python_warm"),
