@@ -65,7 +65,7 @@ mod stateless;
 mod stdio;
 mod tasks;
 
-pub use stateless::CONTEXT_META;
+pub use stateless::{CONTEXT_META, CONVERSATION_HEADER};
 
 /// Tools per `tools/list` page, and resources per `resources/list` page.
 const PAGE: usize = 100;

@@ -11,13 +11,18 @@
 //!   (a `read` records a stamp, a `cd` a cwd), the result's
 //!   `_meta["airlock/context"]` hands out its id, which later calls send.
 //!
+//! Over HTTP, an `Airlock-Conversation` header gives the calls that name
+//! no context a default context per conversation (and caller).
+//!
 //! On one replica, the calls of a named context (and of the default context
-//! on stdio) go through its [`Lanes`] lane in the order they arrived: a
-//! call of a tool not declared concurrency-safe runs alone in its context
-//! (the lane goes by the tool's declared flags, not by its classification
-//! of the input, which only the call makes). Permission questions are
-//! answered by the host's own prompter (2026-07-28 has no server-to-client
-//! requests); log lines go out only when the request set `logLevel`;
+//! on stdio, or a conversation's) go through its [`Lanes`] lane in the order
+//! they arrived: a call of a tool not declared concurrency-safe runs alone
+//! in its context (the lane goes by the tool's declared flags, not by its
+//! classification of the input, which only the call makes). A permission
+//! question is put to a client that declares form elicitation by an
+//! `input_required` result ([`crate::rounds`]: 2026-07-28 has no
+//! server-to-client requests), and answered by the host's own prompter for
+//! any other; log lines go out only when the request set `logLevel`;
 //! tool-list changes go to `subscriptions/listen` streams.
 
 use super::{
