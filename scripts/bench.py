@@ -222,6 +222,13 @@ def peer_lines():
     return lines + missing
 
 
+def script_json(script, airlock, note=""):
+    """Runs `scripts/SCRIPT AIRLOCK` with this Python: the JSON of its last line."""
+    out = run([sys.executable, str(ROOT / "scripts" / script), str(airlock)], capture=True)
+    COMMANDS.append(f"python3 scripts/{script} {airlock}{note}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def machine():
     cpu = "unknown CPU"
     for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
@@ -348,21 +355,14 @@ def main():
                         f"  (calls.jsonl: {RUN_CALLS} `cd .` uses)")
 
     # One `read` at a time through the Python MCP SDK, over stdio and HTTP.
-    sdk = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_sdk_read.py"), str(airlock)],
-                         capture=True).strip().splitlines()[-1])
-    COMMANDS.append(f"python3 scripts/mcp_sdk_read.py {airlock}  (Python `mcp` 2.3.0)")
+    sdk = script_json("mcp_sdk_read.py", airlock, "  (Python `mcp` 2.3.0)")
     # The same `read` with the simplest client of each transport.
-    raw_http = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_raw_http.py"), str(airlock)],
-                              capture=True).strip().splitlines()[-1])
-    COMMANDS.append(f"python3 scripts/mcp_raw_http.py {airlock}")
+    raw_http = script_json("mcp_raw_http.py", airlock)
     # The same `read` through the SDK against the SDK's own server, both eras.
-    eras = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_sdk_eras.py"), str(airlock)],
-                          capture=True).strip().splitlines()[-1])
-    COMMANDS.append(f"python3 scripts/mcp_sdk_eras.py {airlock}  (Python `mcp` 2.3.0)")
-    # Another caller's canary over the wire during each flood.
-    flood = json.loads(run([sys.executable, str(ROOT / "scripts/mcp_flood.py"), str(airlock)],
-                           capture=True).strip().splitlines()[-1])
-    COMMANDS.append(f"python3 scripts/mcp_flood.py {airlock}")
+    eras = script_json("mcp_sdk_eras.py", airlock, "  (Python `mcp` 2.3.0)")
+    # Another caller's canary over the wire during each flood (its spinners
+    # are a test guest, built above).
+    flood = script_json("mcp_flood.py", airlock)
 
     corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     same = rg_counts == airlock_counts

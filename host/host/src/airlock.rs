@@ -177,10 +177,8 @@ impl Airlock {
     /// The same host, asking `prompter` when a call needs the user's
     /// permission.
     pub fn with_prompter(&self, prompter: Arc<dyn PermissionPrompter>) -> Airlock {
-        let hooks = self.policy.hooks().clone();
-        let policy = Airlock::policy_of(&self.config, &self.grants, hooks, prompter);
         Airlock {
-            policy: Arc::new(policy),
+            policy: Arc::new(self.policy.with_prompter(prompter)),
             ..self.clone()
         }
     }

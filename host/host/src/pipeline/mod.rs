@@ -97,10 +97,11 @@ impl std::fmt::Debug for Prepared {
 /// its grants: the hooks, who is asked for permission, where oversized
 /// results go, the input's depth limit and the project directory hooks
 /// are told about. [`crate::Airlock`] builds it from the configuration.
+#[derive(Clone)]
 pub struct CallPolicy {
     hooks: Hooks,
     prompter: Arc<dyn PermissionPrompter>,
-    results: Option<ResultStore>,
+    results: Option<Arc<ResultStore>>,
     json_depth: usize,
     project_dir: Option<String>,
 }
@@ -127,9 +128,18 @@ impl CallPolicy {
         CallPolicy {
             hooks,
             prompter,
-            results,
+            results: results.map(Arc::new),
             json_depth,
             project_dir,
+        }
+    }
+
+    /// The same policy, asking `prompter` (nothing else is built again:
+    /// the results directory stays the one already opened).
+    pub(crate) fn with_prompter(&self, prompter: Arc<dyn PermissionPrompter>) -> CallPolicy {
+        CallPolicy {
+            prompter,
+            ..self.clone()
         }
     }
 
@@ -145,7 +155,7 @@ impl CallPolicy {
 
     /// Where oversized results are saved, if anywhere.
     pub fn results(&self) -> Option<&ResultStore> {
-        self.results.as_ref()
+        self.results.as_deref()
     }
 }
 
