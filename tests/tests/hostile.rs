@@ -11,6 +11,7 @@ use airlock_tests::*;
 use serde_json::{Value, json};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn limits_config(tool: &str, grant: ToolConfig) -> Config {
@@ -71,6 +72,60 @@ async fn rx01_infinite_loop_is_interrupted_and_a_canary_is_unaffected() {
     );
     still_works(&airlock).await;
     assert_recovered(before, 64, "rx01");
+}
+
+/// A flood of guests spinning in wasm leaves the callers' runtime: a guest
+/// that runs long goes on in the long-running guests' own runtime, so the
+/// workers that read requests and write replies stay free (before, over
+/// stdio, another caller's `read` waited seconds beside 200 spinners:
+/// every message queued behind their 10 ms slices).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rx01_spinning_guests_leave_the_callers_workers_free() {
+    let _serial = measured().await;
+    let airlock = Arc::new(hostile(limits_config("hostile", timeout(2000))).await);
+    still_works(&airlock).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let busy = || {
+        (0..metrics.num_workers())
+            .map(|w| metrics.worker_total_busy_duration(w))
+            .sum::<Duration>()
+    };
+    let (busy_before, started) = (busy(), Instant::now());
+    let flood: Vec<_> = (0..64)
+        .map(|_| {
+            let airlock = airlock.clone();
+            tokio::spawn(async move { attack(&airlock, json!({"attack": "loop"})).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let canary = {
+        let airlock = airlock.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let r = attack(&airlock, json!({"attack": "ok"})).await;
+            (r, started.elapsed())
+        })
+    };
+    let (r, canary) = canary.await.expect("the canary ran");
+    assert_eq!(ok_text(&r), "fine");
+    for spinner in flood {
+        assert_eq!(
+            err(&spinner.await.expect("the spinner ran")).class,
+            ErrorClass::Timeout
+        );
+    }
+    let (busy, wall) = (busy() - busy_before, started.elapsed());
+    let share = busy.as_secs_f64() / (wall.as_secs_f64() * metrics.num_workers() as f64);
+    assert!(
+        share < 0.4,
+        "the callers' workers were busy {:.0}% of the flood ({busy:?} in {wall:?})",
+        share * 100.0
+    );
+    assert!(
+        canary < Duration::from_millis(500),
+        "the canary took {canary:?}"
+    );
+    still_works(&airlock).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -521,6 +521,17 @@ impl Invocation {
         self.scratch.as_mut()?.downcast_mut()
     }
 
+    /// Takes the tool's per-use state of type `T` out, if it stored one.
+    pub fn take_scratch<T: Send + 'static>(&mut self) -> Option<T> {
+        match self.scratch.take()?.downcast::<T>() {
+            Ok(value) => Some(*value),
+            Err(other) => {
+                self.scratch = Some(other);
+                None
+            }
+        }
+    }
+
     /// Stores per-use state, replacing any.
     pub fn set_scratch<T: Send + 'static>(&mut self, value: T) {
         self.scratch = Some(Box::new(value));

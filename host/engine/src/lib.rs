@@ -17,6 +17,7 @@ mod fair;
 mod linker;
 mod loader;
 mod net;
+mod offload;
 mod open;
 mod pipe;
 mod preopens;

@@ -7,8 +7,9 @@
 
 use super::budget::WriteBudget;
 use super::net::NetHooks;
+use super::offload;
 use super::pipe::CappedPipe;
-use super::repoll::repoll;
+use super::repoll::{Repolled, repoll};
 use super::state::{CallIo, CancelWatch, HostState, Limiter, Stop};
 use super::{Engine, Slot, SlotKind};
 use airlock_core::error::{CallError, ErrorClass};
@@ -43,12 +44,20 @@ pub(crate) struct StoreSpec<'a> {
 /// it by `instantiate` from `pre` (under the grants' time limit). Waits for
 /// a slot when the pool is full, including when it is short of memories,
 /// tables or core instances rather than instance slots.
-pub(crate) async fn instantiate<P: Sync, I>(
+pub(crate) async fn instantiate<P, I>(
     engine: &Engine,
     spec: StoreSpec<'_>,
     pre: &P,
-    instantiate: impl for<'a> Fn(&'a P, &'a mut Store<HostState>) -> GuestCall<'a, I>,
-) -> Result<(Store<HostState>, I), CallError> {
+    instantiate: impl for<'a> Fn(&'a P, &'a mut Store<HostState>) -> GuestCall<'a, I>
+    + Clone
+    + Send
+    + Sync
+    + 'static,
+) -> Result<(Store<HostState>, I), CallError>
+where
+    P: Clone + Send + Sync + 'static,
+    I: Send + 'static,
+{
     let timeout = spec.grants.timeout;
     loop {
         let slot = engine
@@ -63,18 +72,21 @@ pub(crate) async fn instantiate<P: Sync, I>(
             spec.cwd,
         )?;
         let armed = arm(&mut store, timeout, None);
-        let outcome = guard(&armed, None, instantiate(pre, &mut store)).await;
-        if let Guarded::Done(Err(e)) = &outcome
+        let (pre, instantiate) = (pre.clone(), instantiate.clone());
+        let outcome = guard(&armed, None, store, move |s| {
+            Box::pin(async move { instantiate(&pre, s).await })
+        })
+        .await;
+        if let Guarded::Done(_, Err(e)) = &outcome
             && e.is::<wasmtime::PoolConcurrencyLimitError>()
         {
-            drop(store);
+            drop(outcome);
             tokio::select! {
                 () = spec.io.cancel.cancelled() => return Err(CallError::cancelled("the call was cancelled while it waited for an instance slot")),
                 () = engine.slot_freed() => continue,
             }
         }
-        let instance = settle(&store, outcome, timeout)?;
-        return Ok((store, instance));
+        return settle(outcome, timeout);
     }
 }
 
@@ -143,9 +155,10 @@ pub(crate) fn new_store(
     Ok(store)
 }
 
-/// A store armed by [`arm`]: its deadline, and how many times its epoch
-/// callback has asked the guest to yield.
+/// A store armed by [`arm`]: when, its deadline, and how many times its
+/// epoch callback has asked the guest to yield.
 pub(crate) struct Armed {
+    at: Instant,
     deadline: Instant,
     yields: Arc<AtomicU64>,
 }
@@ -163,7 +176,8 @@ pub(crate) fn arm(
     budget: Duration,
     cancel: Option<CancellationToken>,
 ) -> Armed {
-    let deadline = Instant::now() + budget;
+    let at = Instant::now();
+    let deadline = at + budget;
     let yields = Arc::new(AtomicU64::new(0));
     let asked = yields.clone();
     let watch = cancel.as_ref().map(|c| CancelWatch::new(c, store.engine()));
@@ -181,30 +195,47 @@ pub(crate) fn arm(
         asked.fetch_add(1, Ordering::SeqCst);
         Ok(UpdateDeadline::Yield(1))
     });
-    Armed { deadline, yields }
+    Armed {
+        at,
+        deadline,
+        yields,
+    }
 }
 
-/// How a guarded guest call ended.
+/// How a guarded guest call ended; the store comes back with its result.
 pub(crate) enum Guarded<T> {
-    Done(wasmtime::Result<T>),
+    Done(Store<HostState>, wasmtime::Result<T>),
     TimedOut,
     Cancelled,
 }
 
-/// Runs `fut` until it finishes, the deadline passes (a guest blocked in a
-/// host call does not see epochs, so the wall clock backs them up), or
-/// `cancel` fires. Dropping `fut` unwinds the guest; its store is not
-/// reused after that. `fut` waking itself as it ends does not make its
-/// task yield ([`repoll`]).
-pub(crate) async fn guard<T>(
+/// Runs `call` on `store` until it finishes, the deadline passes (a guest
+/// blocked in a host call does not see epochs, so the wall clock backs
+/// them up), or `cancel` fires. Dropping the call unwinds the guest; its
+/// store is not given back then. A call that runs long goes on in the
+/// long-running guests' runtime ([`offload`]); `call` waking itself as it
+/// ends does not make its task yield ([`repoll`]).
+pub(crate) async fn guard<T: Send + 'static>(
     armed: &Armed,
     cancel: Option<&CancellationToken>,
-    fut: impl Future<Output = wasmtime::Result<T>>,
+    store: Store<HostState>,
+    call: impl for<'a> FnOnce(&'a mut Store<HostState>) -> GuestCall<'a, T> + Send + 'static,
 ) -> Guarded<T> {
     // A little grace, so a guest spinning in wasm is stopped by its epoch
     // deadline, which says more about why than a dropped future does.
     let wall = tokio::time::Instant::from_std(armed.deadline + Duration::from_millis(50));
-    let fut = repoll(fut, &armed.yields);
+    let mut fut = Box::pin(async move {
+        let mut store = store;
+        let result = call(&mut store).await;
+        (store, result)
+    });
+    let long = || armed.at.elapsed() >= offload::LONG && offload::runtime().is_some();
+    let run = async {
+        match repoll(fut.as_mut(), &armed.yields, long).await {
+            Repolled::Done(out) => Some(out),
+            Repolled::Left => offload::finish(fut, armed.yields.clone()).await,
+        }
+    };
     let cancelled = async {
         match cancel {
             Some(c) => c.cancelled().await,
@@ -214,36 +245,38 @@ pub(crate) async fn guard<T>(
     tokio::select! {
         biased;
         () = cancelled => Guarded::Cancelled,
-        r = tokio::time::timeout_at(wall, fut) => match r {
-            Ok(r) => Guarded::Done(r),
+        r = tokio::time::timeout_at(wall, run) => match r {
+            Ok(Some((store, result))) => Guarded::Done(store, result),
+            Ok(None) => Guarded::Cancelled,
             Err(_) => Guarded::TimedOut,
         },
     }
 }
 
-/// Turns a guarded call's end into a value or a classified [`CallError`],
+/// Turns a guarded call's end into a value (with its store) or a
+/// classified [`CallError`],
 /// from what the store saw: why the epoch callback stopped it, whether an
 /// output pipe overflowed, which limit the limiter refused, the trap code.
 pub(crate) fn settle<T>(
-    store: &Store<HostState>,
     outcome: Guarded<T>,
     budget: Duration,
-) -> Result<T, CallError> {
-    let state = store.data();
-    let err = match outcome {
-        Guarded::Done(Ok(value)) => {
+) -> Result<(Store<HostState>, T), CallError> {
+    let (store, err) = match outcome {
+        Guarded::Done(store, Ok(value)) => {
             // A limit ends the call even when the guest ignored the error
             // its write got and returned normally.
+            let state = store.data();
             return match output_limit_hit(state) {
                 Some(e) => Err(e),
                 None if state.budget.exhausted() => Err(write_limit("the call was stopped")),
-                None => Ok(value),
+                None => Ok((store, value)),
             };
         }
         Guarded::TimedOut => return Err(timeout(budget)),
         Guarded::Cancelled => return Err(CallError::cancelled("the call was cancelled")),
-        Guarded::Done(Err(err)) => err,
+        Guarded::Done(store, Err(err)) => (store, err),
     };
+    let state = store.data();
     match state.stopped {
         Some(Stop::Deadline) => return Err(timeout(budget)),
         Some(Stop::Cancelled) => return Err(CallError::cancelled("the call was cancelled")),

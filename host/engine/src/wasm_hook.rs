@@ -91,13 +91,12 @@ impl WasmHook {
         })
         .await?;
         let armed = arm(&mut store, timeout, None);
-        let outcome = guard(
-            &armed,
-            None,
-            instance.airlock_tool_hook().call_handle(&mut store, event),
-        )
+        let event = event.to_owned();
+        let outcome = guard(&armed, None, store, move |s| {
+            Box::pin(async move { instance.airlock_tool_hook().call_handle(s, &event).await })
+        })
         .await;
-        Ok(match settle(&store, outcome, timeout)? {
+        Ok(match settle(outcome, timeout)?.1 {
             HookResult::Proceed(out) => HookAnswer::Proceed(out),
             HookResult::Block(reason) => HookAnswer::Block(reason),
         })

@@ -67,7 +67,6 @@ pub struct WasmTool {
 }
 
 /// A component pre-instantiated as the `airlock:tool` world.
-#[derive(Clone)]
 struct Prepared {
     pre: ToolComponentPre<HostState>,
     /// Where the exports a use calls are (a use instantiates the component
@@ -78,7 +77,7 @@ struct Prepared {
 /// What loading a component that was not loaded when it was listed gave.
 enum Ready {
     /// Pre-instantiated, as listed.
-    Pre(Prepared),
+    Pre(Arc<Prepared>),
     /// Pre-instantiated, but it describes itself otherwise than the
     /// snapshot it was listed from: the tool as it describes itself.
     Differs(Box<WasmTool>),
@@ -273,9 +272,9 @@ impl WasmTool {
     }
 
     /// The pre-instantiated component, loaded now if this is its first use.
-    async fn pre(&self) -> Result<&Prepared, CallError> {
+    async fn pre(&self) -> Result<Arc<Prepared>, CallError> {
         match self.ready().await {
-            Ready::Pre(pre) => Ok(pre),
+            Ready::Pre(pre) => Ok(pre.clone()),
             Ready::Differs(_) => Err(CallError::internal(
                 "the tool describes itself otherwise than it was listed (the bundled tools' \
                  list in this build is stale); the tool list was updated: list the tools again",
@@ -384,27 +383,27 @@ impl WasmTool {
         self.imports.iter().map(|(name, _)| name.as_str())
     }
 
-    /// The preflight store of this use, created on first need.
-    async fn preflight<'a>(&self, inv: &'a mut Invocation) -> Result<&'a mut Preflight, CallError> {
-        if inv.scratch::<Preflight>().is_none() {
-            let nothing = CallGrants::nothing(self.preflight_budget(inv), inv.grants.memory_bytes);
-            let spec = StoreSpec {
-                kind: SlotKind::Tool,
-                name: self.name.clone(),
-                io: self.io(inv),
-                grants: &nothing,
-                cwd: None,
-            };
-            let prepared = self.pre().await?;
-            let (store, instance) =
-                instantiate(&self.engine, spec, prepared.pre.instance_pre(), |pre, s| {
-                    Box::pin(pre.instantiate_async(s))
-                })
-                .await?;
-            inv.set_scratch(Preflight { store, instance });
+    /// The preflight store of this use, taken out of the use's state
+    /// (created on first need); [`WasmTool::preflight_call`] puts it back.
+    async fn preflight(&self, inv: &mut Invocation) -> Result<Preflight, CallError> {
+        if let Some(preflight) = inv.take_scratch::<Preflight>() {
+            return Ok(preflight);
         }
-        inv.scratch::<Preflight>()
-            .ok_or_else(|| CallError::internal("the preflight store vanished"))
+        let nothing = CallGrants::nothing(self.preflight_budget(inv), inv.grants.memory_bytes);
+        let spec = StoreSpec {
+            kind: SlotKind::Tool,
+            name: self.name.clone(),
+            io: self.io(inv),
+            grants: &nothing,
+            cwd: None,
+        };
+        let prepared = self.pre().await?;
+        let (store, instance) =
+            instantiate(&self.engine, spec, prepared.pre.instance_pre(), |pre, s| {
+                Box::pin(pre.instantiate_async(s))
+            })
+            .await?;
+        Ok(Preflight { store, instance })
     }
 
     fn io(&self, inv: &Invocation) -> CallIo {
@@ -523,13 +522,12 @@ impl Tool for WasmTool {
             .await?;
         let timeout = inv.grants.timeout;
         let armed = arm(&mut store, timeout, cancel.clone());
-        let outcome = guard(
-            &armed,
-            cancel.as_ref(),
-            prepared.exports.call(&mut store, &instance, &text, &cx),
-        )
+        let outcome = guard(&armed, cancel.as_ref(), store, move |s| {
+            Box::pin(async move { prepared.exports.call(s, &instance, &text, &cx).await })
+        })
         .await;
-        match settle(&store, outcome, timeout)? {
+        let (store, output) = settle(outcome, timeout)?;
+        match output {
             Ok(output) => bindings::output_from_wit(output, self.engine.output_bounds()),
             Err(error) if store.data().budget.exhausted() => {
                 let error = bindings::error_from_wit(error);
@@ -557,25 +555,31 @@ impl WasmTool {
     /// Calls a preflight export in this use's preflight store, under the
     /// preflight time budget. A store that failed cannot be re-entered, so it
     /// is dropped and the next step of the use gets a fresh one.
-    async fn preflight_call<T>(
+    async fn preflight_call<T: Send + 'static>(
         &self,
         inv: &mut Invocation,
         export: impl for<'a> FnOnce(
             &'a Exports,
             &'a Instance,
             &'a mut Store<HostState>,
-        ) -> GuestCall<'a, T>,
+        ) -> GuestCall<'a, T>
+        + Send
+        + 'static,
     ) -> Result<T, CallError> {
         let budget = self.preflight_budget(inv);
-        let exports = &self.pre().await?.exports;
-        let p = self.preflight(inv).await?;
-        let armed = arm(&mut p.store, budget, None);
-        let outcome = guard(&armed, None, export(exports, &p.instance, &mut p.store)).await;
-        let result = settle(&p.store, outcome, budget);
-        if result.is_err() {
-            inv.clear_scratch();
-        }
-        result
+        let prepared = self.pre().await?;
+        let Preflight {
+            mut store,
+            instance,
+        } = self.preflight(inv).await?;
+        let armed = arm(&mut store, budget, None);
+        let outcome = guard(&armed, None, store, move |s| {
+            Box::pin(async move { export(&prepared.exports, &instance, s).await })
+        })
+        .await;
+        let (store, value) = settle(outcome, budget)?;
+        inv.set_scratch(Preflight { store, instance });
+        Ok(value)
     }
 }
 
@@ -678,7 +682,7 @@ async fn digest(bytes: &Bytes) -> String {
 
 /// Pre-instantiates a component against the shared linker, as the
 /// `airlock:tool` world.
-fn pre_instantiate(engine: &Engine, component: &Component) -> Result<Prepared, LoadError> {
+fn pre_instantiate(engine: &Engine, component: &Component) -> Result<Arc<Prepared>, LoadError> {
     let instance_pre = engine
         .linker()
         .instantiate_pre(component)
@@ -688,7 +692,7 @@ fn pre_instantiate(engine: &Engine, component: &Component) -> Result<Prepared, L
     };
     let exports = Exports::of(&instance_pre).map_err(not_a_tool)?;
     let pre = ToolComponentPre::new(instance_pre).map_err(not_a_tool)?;
-    Ok(Prepared { pre, exports })
+    Ok(Arc::new(Prepared { pre, exports }))
 }
 
 /// Asks a component to describe itself, in a store with nothing granted,
@@ -721,14 +725,12 @@ async fn describe(
     .await
     .map_err(|e| LoadError::Describe(e.message))?;
     let armed = arm(&mut store, budget, None);
-    let described = guard(
-        &armed,
-        None,
-        instance.airlock_tool_tool().call_describe(&mut store),
-    )
+    let described = guard(&armed, None, store, move |s| {
+        Box::pin(async move { instance.airlock_tool_tool().call_describe(s).await })
+    })
     .await;
-    let wit_descriptor =
-        settle(&store, described, budget).map_err(|e| LoadError::Describe(e.message))?;
+    let (_, wit_descriptor) =
+        settle(described, budget).map_err(|e| LoadError::Describe(e.message))?;
     let descriptor = bindings::descriptor_from_wit(wit_descriptor, engine.output_bounds())
         .map_err(LoadError::Describe)?;
     let problems = descriptor.problems();
