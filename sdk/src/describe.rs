@@ -25,7 +25,11 @@ pub struct Describe {
     env_vars: Vec<String>,
     version: Option<String>,
     output_schema: Option<serde_json::Value>,
+    name_dialect: bool,
 }
+
+/// The JSON Schema dialect the SDK writes schemas in.
+const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
 impl Describe {
     /// A tool named `name` (`^[a-zA-Z0-9_-]{1,64}$`) with a one- or
@@ -46,6 +50,7 @@ impl Describe {
             env_vars: Vec::new(),
             version: None,
             output_schema: None,
+            name_dialect: false,
         }
     }
 
@@ -115,6 +120,15 @@ impl Describe {
         self
     }
 
+    /// Names the input schema's dialect in it (`"$schema"`, JSON Schema
+    /// 2020-12), for clients that check it. Without it the key is left
+    /// out: MCP reads a schema that names no dialect as 2020-12, and every
+    /// listing of the tool is shorter.
+    pub fn name_schema_dialect(mut self) -> Self {
+        self.name_dialect = true;
+        self
+    }
+
     /// Declares a structured output of type `T`: its JSON Schema, as `T`
     /// serialises, is the tool's output schema. Then every successful
     /// result must carry a `T` ([`Output::structured`](crate::Output::structured)),
@@ -134,14 +148,19 @@ impl Describe {
         crate_version: &str,
         preflight: Preflight,
     ) -> wit::Descriptor {
+        let mut input_schema = schema_of::<I>(schemars::generate::SchemaSettings::draft2020_12());
+        if self.name_dialect
+            && let Some(schema) = input_schema.as_object_mut()
+        {
+            schema.insert("$schema".into(), DIALECT.into());
+        }
         wit::Descriptor {
             title: self.title.unwrap_or_else(|| self.name.clone()),
             prompt: self.prompt.unwrap_or_else(|| self.description.clone()),
             name: self.name,
             aliases: self.aliases,
             description: self.description,
-            input_schema: schema_of::<I>(schemars::generate::SchemaSettings::draft2020_12())
-                .to_string(),
+            input_schema: input_schema.to_string(),
             output_schema: self.output_schema.map(|s| s.to_string()),
             safety: self.flags,
             interrupt: self.interrupt,
@@ -253,6 +272,16 @@ mod tests {
         assert_eq!(d.safety, Flags::READ_ONLY);
         assert_eq!(d.preflight, Preflight::VALIDATE);
         assert!(d.output_schema.is_none());
+    }
+
+    #[test]
+    fn the_dialect_is_named_when_asked() {
+        let d = Describe::new("t", "A tool.")
+            .name_schema_dialect()
+            .into_descriptor::<Input>("1.2.3", Preflight::empty());
+        let schema: serde_json::Value = serde_json::from_str(&d.input_schema).unwrap();
+        assert_eq!(schema["$schema"], DIALECT);
+        assert_eq!(schema["type"], "object");
     }
 
     /// Doc of the output.

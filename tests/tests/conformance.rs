@@ -3,7 +3,8 @@
 //! the server `airlock mcp --http` runs, with the bundled tools and the
 //! suite's fixture tools built as components (`tests/guests/conformance-*`),
 //! so its tool scenarios go through the real sandbox, pipeline and executor.
-//! Every active scenario must pass except those listed, with reasons, in
+//! Every scenario, active and pending, must pass except those listed,
+//! with reasons, in
 //! `tests/conformance/expected-failures.yml`; the suite also fails when a
 //! listed one passes. The summary is written to
 //! `target/tmp/mcp-conformance/summary.txt` (CI prints it), each scenario's
@@ -26,8 +27,9 @@ mod node;
 mod suite;
 
 /// The fixture tools, as built by `tests/build.rs`.
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 6] = [
     guests::CONFORMANCE_SIMPLE_TEXT,
+    guests::CONFORMANCE_JSON_SCHEMA,
     guests::CONFORMANCE_IMAGE,
     guests::CONFORMANCE_ERROR,
     guests::CONFORMANCE_PROGRESS,
@@ -54,6 +56,7 @@ async fn the_conformance_suite_passes_every_scenario_for_what_airlock_declares()
         "test_error_handling",
         "test_tool_with_progress",
         "test_tool_with_logging",
+        "json_schema_2020_12_tool",
     ] {
         assert!(
             airlock.registry().get(name).is_some(),
@@ -75,7 +78,7 @@ async fn the_conformance_suite_passes_every_scenario_for_what_airlock_declares()
     command
         .arg(&suite.cli)
         .args(["server", "--url", &format!("http://127.0.0.1:{port}/mcp")])
-        .args(["--expected-failures", expected])
+        .args(["--suite", "all", "--expected-failures", expected])
         .arg("-o")
         .arg(&results);
     let out = tokio::task::spawn_blocking(move || command.output())
