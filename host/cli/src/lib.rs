@@ -9,8 +9,6 @@
 //! signal's number when stopped by SIGTERM, SIGHUP or SIGINT (which `call`
 //! and `run`, once started, take to cancel the call).
 
-#![deny(missing_docs)]
-
 mod author;
 mod demo;
 mod distribution;

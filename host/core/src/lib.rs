@@ -7,8 +7,6 @@
 //! It knows nothing about wasm, MCP or any runtime: no wasmtime, rmcp or
 //! hyper, and tokio only for its channels.
 
-#![deny(missing_docs)]
-
 pub mod config;
 pub mod descriptor;
 pub mod error;

@@ -31,12 +31,16 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Instance, Module, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-wasmtime::component::bindgen!({
-    path: "../../sdk/wit",
-    world: "tool-component",
-    imports: { default: trappable },
-    exports: { default: async },
-});
+/// The `airlock:tool` world's bindings (private, so not documented).
+mod wit {
+    wasmtime::component::bindgen!({
+        path: "../../sdk/wit",
+        world: "tool-component",
+        imports: { default: trappable },
+        exports: { default: async },
+    });
+}
+use wit::*;
 
 const GUEST: &str = r#"
 (module

@@ -8,8 +8,6 @@
 //! only while it holds a slot, one fresh store per phase, every store
 //! limited, no grants before `call`) are in ARCHITECTURE.md.
 
-#![deny(missing_docs)]
-
 mod bindings;
 mod budget;
 mod cache;

@@ -17,8 +17,6 @@
 //! at the root, the rest in the module named after their kind. The MCP
 //! server is the airlock-mcp crate; the `airlock` binary, airlock-cli.
 
-#![deny(missing_docs)]
-
 pub use airlock_bundled as bundled;
 pub use airlock_core::{host_files, json, lock, sanitize, secrets};
 #[cfg(feature = "mcp-client")]

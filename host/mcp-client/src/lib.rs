@@ -10,8 +10,6 @@
 //! calls, what a server sends bounded while it is read, sanitised text)
 //! are in ARCHITECTURE.md.
 
-#![deny(missing_docs)]
-
 mod bounds;
 mod connection;
 mod describe;

@@ -8,8 +8,6 @@
 //! call, calls in the order received, log lines before results, resources
 //! limited to the caller's own spilled results, tasks) are in ARCHITECTURE.md.
 
-#![deny(missing_docs)]
-
 use airlock_host::Airlock;
 use airlock_host::ContentBlock;
 use airlock_host::Descriptor;
