@@ -712,53 +712,6 @@ pub(crate) async fn check(file: &Path, config: Config) -> Result<Checked, String
     }
 }
 
-/// `airlock install FILE.wasm`: checks that the component loads and copies
-/// it into the user's tool directory as `NAME.wasm`.
-pub(crate) async fn install(file: &Path, config: Config) -> ExitCode {
-    let Some(tools) = airlock_host::config::default_tool_dir() else {
-        return fail("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in");
-    };
-    let lock_config = config.clone();
-    let checked = match check(file, config).await {
-        Ok(c) => c,
-        Err(e) => return fail(format!("{} does not load: {e}", file.display())),
-    };
-    let target = tools.join(format!("{}.wasm", checked.name));
-    let bytes = match std::fs::read(file) {
-        Ok(b) => b,
-        Err(e) => return fail(format!("cannot read {}: {e}", file.display())),
-    };
-    let before = std::fs::read(&target).ok();
-    if before.as_deref() == Some(bytes.as_slice()) {
-        println!(
-            "{} is already installed as {}",
-            checked.name,
-            target.display()
-        );
-        return ExitCode::SUCCESS;
-    }
-    if let Err(e) = write_tool(&target, &bytes) {
-        return fail(format!("cannot write {}: {e}", target.display()));
-    }
-    // It no longer comes from the registry a lock entry may name.
-    if let Err(e) = crate::distribution::unpin(&lock_config, &checked.name) {
-        return fail(e);
-    }
-    println!(
-        "{} {}\n  {}\n  BLAKE3 {}{}",
-        if before.is_some() {
-            "replaced"
-        } else {
-            "installed"
-        },
-        target.display(),
-        checked.summary,
-        blake3_hex(&bytes),
-        checked.warning()
-    );
-    ExitCode::SUCCESS
-}
-
 /// Writes a component into the tool directory holding `target`, whole or
 /// not at all.
 pub(crate) fn write_tool(target: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -425,7 +425,7 @@ async fn run(cli: Cli) -> ExitCode {
         } => {
             return match source.as_deref() {
                 Some(file) if !file.starts_with("oci://") && !locked => {
-                    author::install(Path::new(file), config).await
+                    distribution::install_file(Path::new(file), config).await
                 }
                 reference => {
                     let args = distribution::InstallArgs {

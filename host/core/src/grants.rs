@@ -23,6 +23,7 @@
 use crate::config::{Config, HostPath, Limits, ToolConfig};
 use crate::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess, is_env_name, is_host_pattern};
 use crate::error::LoadError;
+pub use crate::guest_path::normalize_guest;
 use crate::secrets::Secrets;
 use cap_std::fs::MetadataExt;
 use std::collections::BTreeMap;
@@ -748,24 +749,6 @@ fn planted_link(path: &Path, writable: &[&Path]) -> Option<PathBuf> {
     None
 }
 
-/// An absolute guest path with `.` and `..` resolved lexically.
-pub fn normalize_guest(path: &str) -> Option<String> {
-    if !path.starts_with('/') || path.contains('\0') {
-        return None;
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for c in Path::new(path).components() {
-        match c {
-            Component::Normal(p) => parts.push(p.to_str()?),
-            Component::ParentDir => {
-                parts.pop();
-            }
-            _ => {}
-        }
-    }
-    Some(format!("/{}", parts.join("/")))
-}
-
 /// Refuses a grant whose root lies strictly inside a writable grant: a tool
 /// writing the outer directory could replace the inner root with a link.
 fn check_nesting(all: &[(Arc<HostMount>, bool, String)]) -> Result<(), LoadError> {
@@ -987,12 +970,5 @@ mod tests {
         assert!(call.stamp("/etc/hostname").is_none());
         assert!(call.is_dir(root));
         assert!(!call.is_dir(&format!("{root}/a.txt")));
-    }
-
-    #[test]
-    fn normalizes_guest_paths() {
-        assert_eq!(normalize_guest("/a/./b/../c").unwrap(), "/a/c");
-        assert_eq!(normalize_guest("/../..").unwrap(), "/");
-        assert!(normalize_guest("relative").is_none());
     }
 }

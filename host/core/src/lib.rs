@@ -11,6 +11,7 @@ pub mod config;
 pub mod descriptor;
 pub mod error;
 pub mod grants;
+pub mod guest_path;
 pub mod host_files;
 pub mod json;
 pub mod lock;

@@ -15,7 +15,7 @@
 //! alone means every tool of that server.
 
 use crate::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess};
-use crate::grants::normalize_guest;
+use crate::guest_path::normalize_guest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;

@@ -14,7 +14,6 @@
 use crate::config::{Config, SecretConfig, ToolConfig};
 use crate::descriptor::{is_env_name, is_host_pattern};
 use crate::error::LoadError;
-use crate::tool::{ContentBlock, ToolOutput};
 use base64::Engine as _;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -269,62 +268,6 @@ impl Secrets {
                 map.values_mut().for_each(|v| self.redact_json(v));
             }
             _ => {}
-        }
-    }
-
-    /// Every text a tool's output carries, redacted: content, structured
-    /// output, messages, context changes and metadata.
-    pub fn redact_output(&self, output: &mut ToolOutput) {
-        if self.matcher.is_none() {
-            return;
-        }
-        for block in &mut output.content {
-            match block {
-                ContentBlock::Text(text) => self.redact_in_place(text),
-                ContentBlock::Json(value) => self.redact_json(value),
-                ContentBlock::ResourceLink {
-                    uri,
-                    name,
-                    description,
-                    mime_type,
-                } => {
-                    for text in [uri, name].into_iter().chain(description).chain(mime_type) {
-                        self.redact_in_place(text);
-                    }
-                }
-                ContentBlock::ToolReference { name, definition } => {
-                    self.redact_in_place(name);
-                    self.redact_json(definition);
-                }
-                ContentBlock::Image { mime_type, data } => {
-                    self.redact_in_place(mime_type);
-                    if let Cow::Owned(clean) = self.redact_bytes(data) {
-                        *data = clean;
-                    }
-                }
-            }
-        }
-        if let Some(structured) = &mut output.structured {
-            self.redact_json(structured);
-        }
-        for message in &mut output.messages {
-            self.redact_in_place(&mut message.text);
-        }
-        // A change carrying a secret into the context is dropped: no
-        // redacted form of it is the change the tool asked for.
-        let before = output.changes.len();
-        output.changes.retain(|change| {
-            serde_json::to_string(change).map_or(true, |text| !self.contains(&text))
-        });
-        if output.changes.len() < before {
-            tracing::warn!("a tool asked for a context change carrying a secret; it was dropped");
-        }
-        if let Some(metadata) = &mut output.metadata {
-            let mut value = Value::Object(std::mem::take(metadata));
-            self.redact_json(&mut value);
-            if let Value::Object(map) = value {
-                *metadata = map;
-            }
         }
     }
 }
@@ -702,13 +645,14 @@ fn grant_covers(grant: &str, host: &str, port: Option<u16>) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const VALUE: &str = "tok/en+with=odd chars 123";
+    pub(crate) const VALUE: &str = "tok/en+with=odd chars 123";
 
-    fn secrets() -> Arc<Secrets> {
+    /// One secret, `api`, of the value [`VALUE`].
+    pub(crate) fn secrets() -> Arc<Secrets> {
         Arc::new(
             Secrets::from_list(vec![Secret {
                 name: "api".into(),
@@ -819,42 +763,6 @@ mod tests {
             s.injections("fetch", "https", "api.example.com.evil", None)
                 .is_empty()
         );
-    }
-
-    #[test]
-    fn outputs_lose_the_secret_everywhere_and_changes_carrying_it_are_dropped() {
-        use crate::tool::{ContextChange, Message, Role};
-        let s = secrets();
-        let mut output = ToolOutput::text(format!("got {VALUE}"));
-        output.content.push(ContentBlock::Json(
-            serde_json::json!({VALUE: [VALUE, 1], "k": "x"}),
-        ));
-        output.structured = Some(serde_json::json!({"v": VALUE}));
-        output.messages.push(Message {
-            role: Role::User,
-            text: VALUE.into(),
-        });
-        output.changes.push(ContextChange::SetEnv {
-            name: "K".into(),
-            value: VALUE.into(),
-        });
-        output.changes.push(ContextChange::SetEnv {
-            name: "OK".into(),
-            value: "fine".into(),
-        });
-        s.redact_output(&mut output);
-        let all = serde_json::to_string(&output).unwrap();
-        assert!(!all.contains(VALUE), "{all}");
-        assert_eq!(
-            output.content[0],
-            ContentBlock::Text("got [secret api]".into())
-        );
-        assert_eq!(
-            output.content[1],
-            ContentBlock::Json(serde_json::json!({"[secret api]": ["[secret api]", 1], "k": "x"}))
-        );
-        assert_eq!(output.changes.len(), 1, "{:?}", output.changes);
-        assert!(format!("{s:?}").contains("api") && !format!("{s:?}").contains(VALUE));
     }
 
     /// A secret with the characters servers escape: quotes, a backslash,

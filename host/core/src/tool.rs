@@ -12,10 +12,12 @@
 use crate::descriptor::{Descriptor, SafetyFlags};
 use crate::error::CallError;
 use crate::grants::{CallGrants, FileStamp};
+use crate::secrets::Secrets;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::any::Any;
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 pub use tokio_util::sync::CancellationToken;
@@ -171,6 +173,62 @@ impl ToolOutput {
             .map(ContentBlock::to_text)
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Redacts `secrets` from every text the output carries: content, structured
+    /// output, messages, context changes and metadata.
+    pub fn redact(&mut self, secrets: &Secrets) {
+        if secrets.is_empty() {
+            return;
+        }
+        for block in &mut self.content {
+            match block {
+                ContentBlock::Text(text) => secrets.redact_in_place(text),
+                ContentBlock::Json(value) => secrets.redact_json(value),
+                ContentBlock::ResourceLink {
+                    uri,
+                    name,
+                    description,
+                    mime_type,
+                } => {
+                    for text in [uri, name].into_iter().chain(description).chain(mime_type) {
+                        secrets.redact_in_place(text);
+                    }
+                }
+                ContentBlock::ToolReference { name, definition } => {
+                    secrets.redact_in_place(name);
+                    secrets.redact_json(definition);
+                }
+                ContentBlock::Image { mime_type, data } => {
+                    secrets.redact_in_place(mime_type);
+                    if let Cow::Owned(clean) = secrets.redact_bytes(data) {
+                        *data = clean;
+                    }
+                }
+            }
+        }
+        if let Some(structured) = &mut self.structured {
+            secrets.redact_json(structured);
+        }
+        for message in &mut self.messages {
+            secrets.redact_in_place(&mut message.text);
+        }
+        // A change carrying a secret into the context is dropped: no
+        // redacted form of it is the change the tool asked for.
+        let before = self.changes.len();
+        self.changes.retain(|change| {
+            serde_json::to_string(change).map_or(true, |text| !secrets.contains(&text))
+        });
+        if self.changes.len() < before {
+            tracing::warn!("a tool asked for a context change carrying a secret; it was dropped");
+        }
+        if let Some(metadata) = &mut self.metadata {
+            let mut value = Value::Object(std::mem::take(metadata));
+            secrets.redact_json(&mut value);
+            if let Value::Object(map) = value {
+                *metadata = map;
+            }
+        }
     }
 }
 
@@ -551,5 +609,46 @@ impl std::fmt::Debug for Invocation {
             .field("grants", &self.grants)
             .field("cancelled", &self.cancel.is_cancelled())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::tests::{VALUE, secrets};
+
+    #[test]
+    fn outputs_lose_the_secret_everywhere_and_changes_carrying_it_are_dropped() {
+        let s = secrets();
+        let mut output = ToolOutput::text(format!("got {VALUE}"));
+        output.content.push(ContentBlock::Json(
+            serde_json::json!({VALUE: [VALUE, 1], "k": "x"}),
+        ));
+        output.structured = Some(serde_json::json!({"v": VALUE}));
+        output.messages.push(Message {
+            role: Role::User,
+            text: VALUE.into(),
+        });
+        output.changes.push(ContextChange::SetEnv {
+            name: "K".into(),
+            value: VALUE.into(),
+        });
+        output.changes.push(ContextChange::SetEnv {
+            name: "OK".into(),
+            value: "fine".into(),
+        });
+        output.redact(&s);
+        let all = serde_json::to_string(&output).unwrap();
+        assert!(!all.contains(VALUE), "{all}");
+        assert_eq!(
+            output.content[0],
+            ContentBlock::Text("got [secret api]".into())
+        );
+        assert_eq!(
+            output.content[1],
+            ContentBlock::Json(serde_json::json!({"[secret api]": ["[secret api]", 1], "k": "x"}))
+        );
+        assert_eq!(output.changes.len(), 1, "{:?}", output.changes);
+        assert!(format!("{s:?}").contains("api") && !format!("{s:?}").contains(VALUE));
     }
 }

@@ -5,7 +5,7 @@
 //! caller needs to know nothing else about them; what is wasm about them
 //! (the `wasi:http` imports a grant must cover) comes out as data.
 
-use crate::wasm_tool::WasmTool;
+use crate::wasm_tool::{Confirmed, WasmTool};
 use crate::{Engine, Snapshot};
 use airlock_core::config::Limits;
 use airlock_core::descriptor::Descriptor;
@@ -75,7 +75,11 @@ impl Pending {
     /// Waits for its compile (starting it if nothing has), and says how it
     /// turned out.
     pub async fn settle(&self) -> Settled {
-        self.0.settle().await
+        match self.0.settle().await {
+            Confirmed::AsListed => Settled::AsListed,
+            Confirmed::Differs(tool) => Settled::Differs(LoadedTool::of(*tool)),
+            Confirmed::Failed(error) => Settled::Failed(error),
+        }
     }
 }
 

@@ -21,7 +21,6 @@
 
 use super::bindings::{self, Exports, ToolComponentPre};
 use super::linker::{self, Needs};
-use super::loader::{LoadedTool, Settled};
 use super::run::{GuestCall, StoreSpec, arm, guard, instantiate, settle, write_limit};
 use super::snapshot::Snapshot;
 use super::state::{CallIo, HostState};
@@ -72,6 +71,17 @@ struct Prepared {
     /// Where the exports a use calls are (a use instantiates the component
     /// without bindgen's check of every export: see [`Exports`]).
     exports: Exports,
+}
+
+/// What compiling a tool listed from the snapshot showed
+/// ([`WasmTool::settle`]).
+pub(crate) enum Confirmed {
+    /// It describes itself as it was listed.
+    AsListed,
+    /// It describes itself otherwise: the tool as it describes itself.
+    Differs(Box<WasmTool>),
+    /// It failed to load, and why.
+    Failed(LoadError),
 }
 
 /// What loading a component that was not loaded when it was listed gave.
@@ -260,14 +270,14 @@ impl WasmTool {
     /// For a tool listed from the bundled snapshot: compiles it now (or
     /// waits for the load already under way), and says whether it
     /// describes itself as listed. Any other tool is as listed.
-    pub(crate) async fn settle(&self) -> Settled {
+    pub(crate) async fn settle(&self) -> Confirmed {
         if !self.listed {
-            return Settled::AsListed;
+            return Confirmed::AsListed;
         }
         match self.ready().await {
-            Ready::Pre(_) => Settled::AsListed,
-            Ready::Differs(tool) => Settled::Differs(LoadedTool::of(tool.relisted())),
-            Ready::Failed(error) => Settled::Failed(error.clone()),
+            Ready::Pre(_) => Confirmed::AsListed,
+            Ready::Differs(tool) => Confirmed::Differs(Box::new(tool.relisted())),
+            Ready::Failed(error) => Confirmed::Failed(error.clone()),
         }
     }
 

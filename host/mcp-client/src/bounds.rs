@@ -5,7 +5,7 @@
 //! page. Past one, the server is unavailable, with a message naming the
 //! bound.
 
-use crate::describe::server_error;
+use crate::SERVER_ERROR_CHARS;
 use airlock_core::json;
 use airlock_core::sanitize::{self, Sink};
 use rmcp::RoleClient;
@@ -244,6 +244,13 @@ fn json_size(write: impl FnOnce(&mut Count) -> serde_json::Result<()>) -> usize 
         Ok(()) => count.0,
         Err(_) => usize::MAX,
     }
+}
+
+/// An error a server caused, for a load failure: `what`, then the error
+/// as one cleaned line (its text may come from the server).
+pub(crate) fn server_error(what: &str, e: &dyn std::fmt::Display) -> String {
+    let e = sanitize::clean_capped(&e.to_string(), Sink::Line, SERVER_ERROR_CHARS);
+    format!("{what}: {e}")
 }
 
 #[cfg(test)]

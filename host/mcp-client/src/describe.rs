@@ -1,7 +1,6 @@
 //! A server's tools as descriptors: names, schemas, flags from MCP's
 //! annotations, versions, and errors a server caused, cleaned.
 
-use crate::SERVER_ERROR_CHARS;
 use crate::connection::Connection;
 use crate::tool::McpTool;
 use airlock_core::descriptor::{
@@ -106,13 +105,6 @@ pub(crate) fn descriptor(
         });
     }
     Ok(d)
-}
-
-/// An error a server caused, for a load failure: `what`, then the error
-/// as one cleaned line (its text may come from the server).
-pub(crate) fn server_error(what: &str, e: &dyn std::fmt::Display) -> String {
-    let e = sanitize::clean_capped(&e.to_string(), Sink::Line, SERVER_ERROR_CHARS);
-    format!("{what}: {e}")
 }
 
 /// A server's version as a descriptor's: one line, at most 64 bytes

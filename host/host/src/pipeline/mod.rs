@@ -373,7 +373,7 @@ impl Stages<'_> {
                 secrets.redact_in_place(&mut e.message);
                 e
             })?;
-        secrets.redact_output(&mut output);
+        output.redact(&secrets);
 
         // Result processing.
         if let (Some(validator), Some(structured)) =
