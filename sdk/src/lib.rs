@@ -53,7 +53,7 @@ pub use serde_json::{self, Value};
 pub mod bindings {
     wit_bindgen::generate!({
         world: "tool-component",
-        path: "wit",
+        path: "../wit",
         pub_export_macro: true,
         export_macro_name: "__export_airlock_tool",
         default_bindings_module: "airlock_sdk::bindings",

@@ -24,7 +24,7 @@ fn repo(relative: &str) -> PathBuf {
     ROOT.get_or_init(|| {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .ancestors()
-            .find(|dir| dir.join("sdk/wit/tool.wit").is_file())
+            .find(|dir| dir.join("wit/tool.wit").is_file())
             .expect("the crate is inside the Airlock repository")
             .to_path_buf()
     })
@@ -49,7 +49,7 @@ pub fn python_tool() -> &'static Path {
             let mut command = Command::new(super::componentize_py::componentize_py());
             command
                 .arg("-d")
-                .arg(repo("sdk/wit"))
+                .arg(repo("wit"))
                 .args(["-w", "tool-component", "componentize", "-p"])
                 .arg(repo("tests/stock/python"))
                 .args(["app", "-o"])
@@ -78,7 +78,7 @@ pub fn js_tool(engine: Engine) -> &'static Path {
                 .arg("componentize")
                 .arg(repo("tests/stock/js/tool.js"))
                 .arg("-w")
-                .arg(repo("sdk/wit"))
+                .arg(repo("wit"))
                 .args(["-n", "tool-component-with-files"])
                 .args(flags)
                 .arg("-o")
@@ -112,7 +112,7 @@ pub fn python_sdk_build(project: &Path, out: &Path) -> Command {
     let mut command = Command::new(super::componentize_py::componentize_py());
     command
         .arg("-d")
-        .arg(repo("sdk/wit"))
+        .arg(repo("wit"))
         .args(["-w", "tool-component", "componentize", "-p"])
         .arg(project)
         .arg("-p")
@@ -187,7 +187,7 @@ pub fn js_sdk_build(project: &Path, out: &Path) -> Result<Command, String> {
         .arg("componentize")
         .arg(project.join("tool.js"))
         .arg("-w")
-        .arg(repo("sdk/wit"))
+        .arg(repo("wit"))
         .args([
             "-n",
             "tool-component-with-files",
@@ -243,7 +243,7 @@ fn built(
 fn inputs(name: &str, sources: &[PathBuf]) -> Result<Vec<u8>, String> {
     let mut files: Vec<PathBuf> = ["tool.wit", "hook.wit"]
         .iter()
-        .map(|f| repo("sdk/wit").join(f))
+        .map(|f| repo("wit").join(f))
         .collect();
     files.extend_from_slice(sources);
     files.push(repo("tests/toolchains/package-lock.json"));

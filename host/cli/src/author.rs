@@ -1,6 +1,6 @@
 //! For tool authors: `airlock new` scaffolds a tool project anywhere,
-//! `airlock build` turns it into a component, `airlock install` puts a
-//! component where Airlock finds it.
+//! `airlock build` turns it into a component and loads it alone
+//! ([`check`], which `airlock install FILE` runs too).
 //!
 //! A project depends on the SDK this binary was built with: the Rust,
 //! Python and JavaScript SDKs (with the WIT) are embedded here and written
@@ -18,20 +18,27 @@ use airlock_host::{Airlock, Config, Descriptor, LoadError};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-/// The Rust SDK's files, as this binary was built with them.
+/// The Rust SDK's files, as this binary was built with them: the crate in
+/// `sdk/`, and the WIT it reads beside it in `wit/`, as in the repository.
 const RUST_SDK: &[(&str, &str)] = &[
-    ("Cargo.toml", include_str!("../../../sdk/Cargo.toml")),
-    ("README.md", include_str!("../../../sdk/README.md")),
-    ("src/lib.rs", include_str!("../../../sdk/src/lib.rs")),
+    ("sdk/Cargo.toml", include_str!("../../../sdk/Cargo.toml")),
+    ("sdk/README.md", include_str!("../../../sdk/README.md")),
+    ("sdk/src/lib.rs", include_str!("../../../sdk/src/lib.rs")),
     (
-        "src/describe.rs",
+        "sdk/src/describe.rs",
         include_str!("../../../sdk/src/describe.rs"),
     ),
-    ("src/errors.rs", include_str!("../../../sdk/src/errors.rs")),
-    ("src/fs.rs", include_str!("../../../sdk/src/fs.rs")),
-    ("src/output.rs", include_str!("../../../sdk/src/output.rs")),
-    ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
-    ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+    (
+        "sdk/src/errors.rs",
+        include_str!("../../../sdk/src/errors.rs"),
+    ),
+    ("sdk/src/fs.rs", include_str!("../../../sdk/src/fs.rs")),
+    (
+        "sdk/src/output.rs",
+        include_str!("../../../sdk/src/output.rs"),
+    ),
+    ("wit/tool.wit", include_str!("../../../wit/tool.wit")),
+    ("wit/hook.wit", include_str!("../../../wit/hook.wit")),
     WIT_DEPS[0],
     WIT_DEPS[1],
     WIT_DEPS[2],
@@ -39,17 +46,14 @@ const RUST_SDK: &[(&str, &str)] = &[
 
 /// The WASI packages the WIT's `tool-component-with-files` world names.
 const WIT_DEPS: [(&str, &str); 3] = [
-    (
-        "wit/deps/io.wit",
-        include_str!("../../../sdk/wit/deps/io.wit"),
-    ),
+    ("wit/deps/io.wit", include_str!("../../../wit/deps/io.wit")),
     (
         "wit/deps/clocks.wit",
-        include_str!("../../../sdk/wit/deps/clocks.wit"),
+        include_str!("../../../wit/deps/clocks.wit"),
     ),
     (
         "wit/deps/filesystem.wit",
-        include_str!("../../../sdk/wit/deps/filesystem.wit"),
+        include_str!("../../../wit/deps/filesystem.wit"),
     ),
 ];
 
@@ -59,8 +63,8 @@ const PYTHON_SDK: &[(&str, &str)] = &[
         "airlock_sdk/__init__.py",
         include_str!("../../../sdk/python/airlock_sdk/__init__.py"),
     ),
-    ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
-    ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+    ("wit/tool.wit", include_str!("../../../wit/tool.wit")),
+    ("wit/hook.wit", include_str!("../../../wit/hook.wit")),
     WIT_DEPS[0],
     WIT_DEPS[1],
     WIT_DEPS[2],
@@ -78,8 +82,8 @@ const JS_SDK: &[(&str, &str)] = &[
         "bundle.config.js",
         include_str!("../../../sdk/js/bundle.config.js"),
     ),
-    ("wit/tool.wit", include_str!("../../../sdk/wit/tool.wit")),
-    ("wit/hook.wit", include_str!("../../../sdk/wit/hook.wit")),
+    ("wit/tool.wit", include_str!("../../../wit/tool.wit")),
+    ("wit/hook.wit", include_str!("../../../wit/hook.wit")),
     WIT_DEPS[0],
     WIT_DEPS[1],
     WIT_DEPS[2],
@@ -209,7 +213,7 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
     }
     let files = match (lang, ensure_sdk(lang)) {
         (_, Err(e)) => return fail(e),
-        (Lang::Rust, Ok(sdk)) => rust_project(name, &sdk),
+        (Lang::Rust, Ok(sdk)) => rust_project(name, &sdk.join("sdk")),
         (Lang::Python, Ok(_)) => python_project(name),
         (Lang::Js, Ok(sdk)) => js_project(name, &sdk),
     };
@@ -735,17 +739,18 @@ mod tests {
     /// from the copy `airlock new` writes is the SDK in this checkout.
     #[test]
     fn the_embedded_sdk_is_the_whole_sdk_crate() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk");
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let root = repo.join("sdk");
         let mut on_disk = Vec::new();
-        for sub in ["", "src", "wit", "wit/deps"] {
-            for entry in std::fs::read_dir(root.join(sub)).unwrap() {
+        for sub in ["sdk", "sdk/src", "wit", "wit/deps"] {
+            for entry in std::fs::read_dir(repo.join(sub)).unwrap() {
                 let path = entry.unwrap().path();
                 let keep = path.is_file()
                     && path
                         .extension()
                         .is_some_and(|x| x == "rs" || x == "wit" || x == "toml" || x == "md");
                 if keep {
-                    on_disk.push(path.strip_prefix(&root).unwrap().display().to_string());
+                    on_disk.push(path.strip_prefix(&repo).unwrap().display().to_string());
                 }
             }
         }

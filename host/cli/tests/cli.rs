@@ -860,7 +860,7 @@ fn a_rust_tool_goes_from_new_to_a_call_outside_the_repository() {
     let sdk = home
         .path()
         .join(".local/share/airlock/sdk/rust/airlock-sdk-0.1.0");
-    assert!(sdk.join("wit/tool.wit").is_file());
+    assert!(sdk.join("wit/tool.wit").is_file() && sdk.join("sdk/Cargo.toml").is_file());
     assert_eq!(
         run(&["new", "word-count"]).status.code(),
         Some(1),

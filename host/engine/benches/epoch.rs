@@ -34,7 +34,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 /// The `airlock:tool` world's bindings (private, so not documented).
 mod wit {
     wasmtime::component::bindgen!({
-        path: "../../sdk/wit",
+        path: "../../wit",
         world: "tool-component",
         imports: { default: trappable },
         exports: { default: async },

@@ -24,7 +24,7 @@ use wasmtime::component::{
 };
 
 wasmtime::component::bindgen!({
-    path: "../../sdk/wit",
+    path: "../../wit",
     world: "tool-component",
     imports: { default: trappable },
     exports: { default: async },
@@ -35,7 +35,7 @@ use airlock::tool::types as wit;
 /// The host side of the `hook-component` world.
 pub(crate) mod hook {
     wasmtime::component::bindgen!({
-        path: "../../sdk/wit",
+        path: "../../wit",
         world: "hook-component",
         exports: { default: async },
     });

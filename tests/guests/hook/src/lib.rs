@@ -2,7 +2,7 @@
 //! containing "secret", shortens `sleep` and `patient` to 1 ms (rewriting
 //! the input), and adds context after `ls`.
 
-wit_bindgen::generate!({ world: "hook-component", path: "../../../sdk/wit" });
+wit_bindgen::generate!({ world: "hook-component", path: "../../../wit" });
 
 use exports::airlock::tool::hook::{Guest, HookResult};
 use serde_json::{Value, json};
