@@ -660,16 +660,16 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
 }
 
 /// The context store on `redis`, once it answers.
-async fn redis_store(redis: &Redis) -> std::sync::Arc<airlock_host::contexts::Redis> {
+async fn redis_store(redis: &Redis) -> std::sync::Arc<airlock_host::context_store::Redis> {
     let url = airlock_host::config::ContextStoreUrl::try_from(redis.url()).unwrap();
-    let store = std::sync::Arc::new(airlock_host::contexts::Redis::new(url));
+    let store = std::sync::Arc::new(airlock_host::context_store::Redis::new(url));
     store.ping().await.unwrap();
     store
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_keeps_every_field_written_at_once_and_forgets_an_unused_context() {
-    use airlock_host::contexts::{ContextStore, Fields};
+    use airlock_host::context_store::{ContextStore, Fields};
     let redis = Redis::start();
     let store = redis_store(&redis).await;
     let ttl = Duration::from_secs(60);
@@ -750,7 +750,7 @@ async fn redis_keeps_every_field_written_at_once_and_forgets_an_unused_context()
 /// to anyone else its id is unknown (what `[auth]` replicas rely on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_in_redis_stays_its_creators_through_saves() {
-    use airlock_host::contexts::{ContextStore, Contexts};
+    use airlock_host::context_store::{ContextStore, Contexts};
     use airlock_host::{Airlock, Config, ContextChange, Descriptor, SafetyFlags};
     let redis = Redis::start();
     let store = redis_store(&redis).await;

@@ -66,7 +66,7 @@ pub struct WasmTool {
 }
 
 /// A component pre-instantiated as the `airlock:tool` world.
-struct Prepared {
+struct PreInstantiated {
     pre: ToolComponentPre<HostState>,
     /// Where the exports a use calls are (a use instantiates the component
     /// without bindgen's check of every export: see [`Exports`]).
@@ -87,7 +87,7 @@ pub(crate) enum Confirmed {
 /// What loading a component that was not loaded when it was listed gave.
 enum Ready {
     /// Pre-instantiated, as listed.
-    Pre(Arc<Prepared>),
+    Pre(Arc<PreInstantiated>),
     /// Pre-instantiated, but it describes itself otherwise than the
     /// snapshot it was listed from: the tool as it describes itself.
     Differs(Box<WasmTool>),
@@ -106,7 +106,7 @@ impl std::fmt::Debug for WasmTool {
 }
 
 /// The preflight store of one tool use.
-struct Preflight {
+struct PreflightStore {
     store: Store<HostState>,
     instance: Instance,
 }
@@ -282,7 +282,7 @@ impl WasmTool {
     }
 
     /// The pre-instantiated component, loaded now if this is its first use.
-    async fn pre(&self) -> Result<Arc<Prepared>, CallError> {
+    async fn pre(&self) -> Result<Arc<PreInstantiated>, CallError> {
         match self.ready().await {
             Ready::Pre(pre) => Ok(pre.clone()),
             Ready::Differs(_) => Err(CallError::internal(
@@ -395,8 +395,8 @@ impl WasmTool {
 
     /// The preflight store of this use, taken out of the use's state
     /// (created on first need); [`WasmTool::preflight_call`] puts it back.
-    async fn preflight(&self, inv: &mut Invocation) -> Result<Preflight, CallError> {
-        if let Some(preflight) = inv.take_scratch::<Preflight>() {
+    async fn preflight(&self, inv: &mut Invocation) -> Result<PreflightStore, CallError> {
+        if let Some(preflight) = inv.take_scratch::<PreflightStore>() {
             return Ok(preflight);
         }
         let nothing = CallGrants::nothing(self.preflight_budget(inv), inv.grants.memory_bytes);
@@ -413,7 +413,7 @@ impl WasmTool {
                 Box::pin(pre.instantiate_async(s))
             })
             .await?;
-        Ok(Preflight { store, instance })
+        Ok(PreflightStore { store, instance })
     }
 
     fn io(&self, inv: &Invocation) -> CallIo {
@@ -578,7 +578,7 @@ impl WasmTool {
     ) -> Result<T, CallError> {
         let budget = self.preflight_budget(inv);
         let prepared = self.pre().await?;
-        let Preflight {
+        let PreflightStore {
             mut store,
             instance,
         } = self.preflight(inv).await?;
@@ -588,7 +588,7 @@ impl WasmTool {
         })
         .await;
         let (store, value) = settle(outcome, budget)?;
-        inv.set_scratch(Preflight { store, instance });
+        inv.set_scratch(PreflightStore { store, instance });
         Ok(value)
     }
 }
@@ -692,7 +692,10 @@ async fn digest(bytes: &Bytes) -> String {
 
 /// Pre-instantiates a component against the shared linker, as the
 /// `airlock:tool` world.
-fn pre_instantiate(engine: &Engine, component: &Component) -> Result<Arc<Prepared>, LoadError> {
+fn pre_instantiate(
+    engine: &Engine,
+    component: &Component,
+) -> Result<Arc<PreInstantiated>, LoadError> {
     let instance_pre = engine
         .linker()
         .instantiate_pre(component)
@@ -702,7 +705,7 @@ fn pre_instantiate(engine: &Engine, component: &Component) -> Result<Arc<Prepare
     };
     let exports = Exports::of(&instance_pre).map_err(not_a_tool)?;
     let pre = ToolComponentPre::new(instance_pre).map_err(not_a_tool)?;
-    Ok(Arc::new(Prepared { pre, exports }))
+    Ok(Arc::new(PreInstantiated { pre, exports }))
 }
 
 /// Asks a component to describe itself, in a store with nothing granted,

@@ -13,7 +13,7 @@
 //! `cargo bench -p airlock-host --bench contexts`.
 
 use airlock_host::config::ContextStoreUrl;
-use airlock_host::contexts::{ContextStore, Contexts, Memory, Redis};
+use airlock_host::context_store::{ContextStore, Contexts, Memory, Redis};
 use airlock_host::{Airlock, Config};
 use airlock_host::{ContextChange, Descriptor, SafetyFlags};
 use criterion::{Criterion, criterion_group, criterion_main};

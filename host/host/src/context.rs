@@ -221,7 +221,7 @@ impl ToolContext {
 
     /// Names this context for its saved results: a context kept between
     /// requests is rebuilt for each call, so it names itself by `key` (its
-    /// name in a store, which [`crate::contexts::Contexts`] sets), and a
+    /// name in a store, which [`crate::context_store::Contexts`] sets), and a
     /// front end's session by an id of its own, which it names again to
     /// read a result back.
     pub fn set_results_key(&mut self, key: &str) {
@@ -451,7 +451,7 @@ impl ToolContext {
     }
 
     /// What this context carries from one call to the next, as the fields
-    /// of a [`crate::contexts::ContextStore`]: `cwd`; `env:NAME`;
+    /// of a [`crate::context_store::ContextStore`]: `cwd`; `env:NAME`;
     /// `state:` and the JSON of `[tool, key]`; `read:PATH` with the stamp
     /// (`MODIFIED_NS SIZE BLAKE3`).
     pub(crate) fn to_fields(&self) -> BTreeMap<String, String> {

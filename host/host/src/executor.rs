@@ -11,7 +11,7 @@
 use crate::call::{CallControl, ToolResult, ToolUse};
 use crate::context::Completed;
 use crate::context::ToolContext;
-use crate::pipeline::{self, CallPolicy, Prepared};
+use crate::pipeline::{self, CallPolicy, PreparedUse};
 use crate::registry::Registry;
 use airlock_core::descriptor::SafetyFlags;
 use airlock_core::error::{CallError, ErrorClass};
@@ -76,7 +76,7 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 
 /// A use's classification, already under way: built where the use is
 /// added, over the context as it was then.
-type Classify = Pin<Box<dyn Future<Output = Prepared> + Send>>;
+type Classify = Pin<Box<dyn Future<Output = PreparedUse> + Send>>;
 
 enum Command {
     Add {
@@ -432,7 +432,7 @@ impl ExecutorHandle {
 
     /// Starts a concurrency-safe use to run in the task that reads its
     /// events.
-    fn start_direct(&self, shared: &mut Shared, prepared: Prepared, held: bool) -> Box<Direct> {
+    fn start_direct(&self, shared: &mut Shared, prepared: PreparedUse, held: bool) -> Box<Direct> {
         let inner = &self.inner;
         shared.running_safe += 1;
         shared.direct += 1;
@@ -862,7 +862,7 @@ impl Executor {
 /// Where a use is.
 enum State {
     Classifying,
-    Queued(Box<Prepared>),
+    Queued(Box<PreparedUse>),
     Running { cancel: CancellationToken },
     Done(Box<ToolResult>),
     Emitted,
@@ -893,7 +893,7 @@ type Work = Pin<Box<dyn Future<Output = Report> + Send>>;
 
 /// What a classification or an execution reports.
 enum Report {
-    Classified(usize, Box<Prepared>),
+    Classified(usize, Box<PreparedUse>),
     Finished(usize, Box<Completed>, bool),
 }
 

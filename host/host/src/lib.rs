@@ -74,7 +74,7 @@ mod airlock;
 pub mod approvals;
 mod call;
 mod context;
-pub mod contexts;
+pub mod context_store;
 mod executor;
 pub mod pipeline;
 pub mod policy;

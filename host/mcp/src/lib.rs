@@ -12,7 +12,7 @@ use airlock_host::Airlock;
 use airlock_host::ContentBlock;
 use airlock_host::Descriptor;
 use airlock_host::LoadError;
-use airlock_host::contexts::Contexts;
+use airlock_host::context_store::Contexts;
 use airlock_host::pipeline::results::Owner;
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::tool::ProgressEvent;

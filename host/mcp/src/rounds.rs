@@ -17,7 +17,7 @@
 //! changed code, then its permission) keeps the first answer.
 
 use crate::asking;
-use airlock_host::contexts::Contexts;
+use airlock_host::context_store::Contexts;
 use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use async_trait::async_trait;
 use rmcp::ErrorData;

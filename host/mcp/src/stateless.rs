@@ -32,7 +32,7 @@ use super::{
 use crate::asking;
 use crate::rounds::{self, Round};
 use airlock_host::adapters::mcp::output_schema;
-use airlock_host::contexts::{self, ContextError, Contexts};
+use airlock_host::context_store::{self, ContextError, Contexts};
 use airlock_host::tool::ProgressSink;
 use airlock_host::{CallControl, SafetyFlags, ToolUse};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion, RequestMetaObject};
@@ -175,12 +175,12 @@ fn default_owner(context: &RequestContext<RoleServer>) -> Result<Option<String>,
 pub(crate) fn results_key(context: &RequestContext<RoleServer>) -> Option<String> {
     let owner = crate::identity(context).map(crate::auth::Identity::key);
     match named(&context.meta).ok()? {
-        Named::Default => Some(contexts::results_key(
+        Named::Default => Some(context_store::results_key(
             None,
             default_owner(context).ok()?.as_deref(),
         )),
         Named::Fresh => None,
-        Named::Id(id) => Some(contexts::results_key(Some(id), owner.as_deref())),
+        Named::Id(id) => Some(context_store::results_key(Some(id), owner.as_deref())),
     }
 }
 

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// A tool use looked up and classified, waiting to run.
-pub struct Prepared {
+pub struct PreparedUse {
     tool_use: ToolUse,
     entry: Option<Arc<Entry>>,
     invocation: Option<Invocation>,
@@ -55,7 +55,7 @@ pub struct Prepared {
     started: Instant,
 }
 
-impl Prepared {
+impl PreparedUse {
     /// The tool use's id.
     pub fn id(&self) -> &str {
         &self.tool_use.id
@@ -83,9 +83,9 @@ impl Prepared {
     }
 }
 
-impl std::fmt::Debug for Prepared {
+impl std::fmt::Debug for PreparedUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared")
+        f.debug_struct("PreparedUse")
             .field("tool_use", &self.tool_use)
             .field("flags", &self.flags)
             .field("failure", &self.failure)
@@ -161,7 +161,7 @@ impl CallPolicy {
 
 /// Looks the tool up in `cx`'s view and classifies the input. The user's
 /// interrupt (`cx`'s abort handle) stops the classification.
-pub async fn prepare(policy: &CallPolicy, cx: &ToolContext, tool_use: ToolUse) -> Prepared {
+pub async fn prepare(policy: &CallPolicy, cx: &ToolContext, tool_use: ToolUse) -> PreparedUse {
     prepare_with(policy, cx, tool_use, cx.abort_handle().child_token()).await
 }
 
@@ -171,9 +171,9 @@ async fn prepare_with(
     cx: &ToolContext,
     tool_use: ToolUse,
     cancel: CancellationToken,
-) -> Prepared {
+) -> PreparedUse {
     let started = Instant::now();
-    let mut prepared = Prepared {
+    let mut prepared = PreparedUse {
         entry: cx.tools().get(&tool_use.name).cloned(),
         tool_use,
         invocation: None,
@@ -221,12 +221,12 @@ async fn prepare_with(
 pub async fn execute(
     policy: &CallPolicy,
     cx: &ToolContext,
-    prepared: Prepared,
+    prepared: PreparedUse,
     control: CallControl,
 ) -> Completed {
     let name = prepared.name().to_string();
     let span = telemetry::span(&name, prepared.id(), prepared.tool_use.caller.as_ref());
-    let Prepared {
+    let PreparedUse {
         tool_use,
         entry,
         invocation,

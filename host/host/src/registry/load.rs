@@ -2,7 +2,7 @@
 //! servers' tools gathered into a registry; a reload that holds back code
 //! not yet approved; the settling of tools listed from the snapshot.
 
-use super::{LoadFailure, Loaded, Registry, Servers, prepare};
+use super::{LoadFailure, Loaded, Registry, Servers, load_entry};
 use crate::approvals::Approvals;
 use airlock_core::config::Config;
 use airlock_core::error::LoadError;
@@ -95,7 +95,7 @@ impl Registry {
                 Settled::AsListed => loaded.push(l.clone()),
                 Settled::Differs(relisted) => {
                     changed = true;
-                    match prepare(relisted.tool, relisted.network_imports) {
+                    match load_entry(relisted.tool, relisted.network_imports) {
                         Ok(l) => loaded.push(Arc::new(l)),
                         Err(error) => load_failures.push(LoadFailure {
                             origin,
@@ -205,7 +205,7 @@ impl Registry {
         });
         for (origin, tool) in results.into_iter().chain(servers) {
             let prepared = tool.and_then(|loaded| {
-                let mut l = prepare(loaded.tool, loaded.network_imports)?;
+                let mut l = load_entry(loaded.tool, loaded.network_imports)?;
                 if let Some(pending) = loaded.pending {
                     listed.push(pending.clone());
                     l.pending = Some(pending);

@@ -176,7 +176,7 @@ impl Registry {
     /// one loaded by hand) under `grants`: checks its descriptor and names,
     /// and compiles its schemas.
     pub fn add(&mut self, tool: Arc<dyn Tool>, grants: ToolGrants) -> Result<(), LoadError> {
-        let loaded = Arc::new(prepare(tool, Vec::new())?);
+        let loaded = Arc::new(load_entry(tool, Vec::new())?);
         self.register(&loaded, grants)?;
         self.loaded.push(loaded);
         Ok(())
@@ -392,7 +392,7 @@ fn is_search(tool: &Arc<dyn Tool>) -> bool {
 }
 
 /// Checks a tool's descriptor and compiles its schemas.
-fn prepare(tool: Arc<dyn Tool>, network_imports: Vec<String>) -> Result<Loaded, LoadError> {
+fn load_entry(tool: Arc<dyn Tool>, network_imports: Vec<String>) -> Result<Loaded, LoadError> {
     let d = tool.descriptor();
     let problems = d.problems();
     if !problems.is_empty() {

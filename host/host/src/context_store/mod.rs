@@ -24,7 +24,7 @@
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-//! use airlock_host::contexts::Contexts;
+//! use airlock_host::context_store::Contexts;
 //! use airlock_host::{Airlock, Config};
 //!
 //! let airlock = Airlock::new(Config { bundled_tools: false, ..Config::default() }).await.unwrap();
@@ -262,7 +262,7 @@ impl Contexts {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// use airlock_host::contexts::Contexts;
+    /// use airlock_host::context_store::Contexts;
     /// use airlock_host::Config;
     ///
     /// let contexts = Contexts::from_config(&Config::default().contexts);
@@ -329,7 +329,7 @@ impl Contexts {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// use airlock_host::contexts::Contexts;
+    /// use airlock_host::context_store::Contexts;
     /// use airlock_host::grants::FileStamp;
     /// use airlock_host::{Airlock, Config};
     ///
