@@ -4,7 +4,23 @@
 //! unreadable bodies), and `OrderedSessions`, rmcp's in-memory sessions
 //! with each one's transport [`Ordered`](crate::turns::Ordered).
 
-use super::*;
+use crate::server::McpServer;
+use crate::turns::Ordered;
+use crate::{HEALTH_PATH, MCP_PATH, READY_PATH, admission, auth, callers, sse, tasks};
+use airlock_host::Airlock;
+use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
+};
+use rmcp::transport::streamable_http_server::session::{
+    ServerSseMessage, SessionId, SessionManager,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
 
 /// The limits of [`McpHost::serve_http`].
 #[derive(Clone, Debug)]

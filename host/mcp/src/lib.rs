@@ -9,53 +9,26 @@
 //! limited to the caller's own spilled results, tasks) are in ARCHITECTURE.md.
 
 pub use http_front::HttpOptions;
-use http_front::*;
-use mapping::*;
+use http_front::{HttpFront, OrderedSessions, default_caller_sessions};
+use mapping::{logging, mcp_result};
 pub use server::McpServer;
-use server::*;
-use turns::*;
+use server::{
+    Progress, cancelled_by_client, connection_closed, identity, lock, narrowed, no_such_tool,
+    tool_view,
+};
+use turns::{Answering, Closed, Ordered, Received, wait_turn, waiting};
 
 use airlock_host::Airlock;
-use airlock_host::ContentBlock;
-use airlock_host::Descriptor;
-use airlock_host::LoadError;
+use airlock_host::SourceStamp;
 use airlock_host::context_store::Contexts;
-use airlock_host::pipeline::results::Owner;
-use airlock_host::sanitize::{self, Sink};
-use airlock_host::tool::ProgressEvent;
-use airlock_host::{Entry, Registry, SourceStamp};
-use airlock_host::{Executor, ExecutorEvent, ExecutorHandle, Submit, UseEvents};
-use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
-use airlock_host::{ToolResult, ToolUse};
-use async_trait::async_trait;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
-    ClientNotification, ClientRequest, ContentBlock as McpContent, CustomRequest, CustomResult,
-    ErrorCode, GetExtensions, GetMeta, Implementation, JsonRpcMessage, JsonRpcNotification,
-    JsonRpcRequest, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, RequestId, Resource, ResourceContents,
-    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, SubscriptionFilter, Tool,
-};
-use rmcp::service::{
-    ElicitationMode, NotificationContext, RequestContext, RxJsonRpcMessage, SubscriptionContext,
-    TxJsonRpcMessage,
-};
-use rmcp::transport::streamable_http_server::session::local::{
-    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
-};
-use rmcp::transport::streamable_http_server::session::{
-    ServerSseMessage, SessionId, SessionManager,
-};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::transport::{Transport, WorkerTransport};
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
-use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use rmcp::{ErrorData, ServiceExt};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 mod admission;

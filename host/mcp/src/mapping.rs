@@ -3,7 +3,12 @@
 //! list, `file://` URIs of saved results, and log lines as
 //! `notifications/message` at RFC 5424's levels.
 
-use super::*;
+use crate::{PAGE, SPILLED_MIME};
+use airlock_host::ContentBlock;
+use airlock_host::Descriptor;
+use airlock_host::ToolResult;
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ContentBlock as McpContent, Resource, Tool};
 
 /// The resource link to the saved result at `path`.
 pub(crate) fn result_link(path: &str) -> Resource {
@@ -204,6 +209,7 @@ pub(crate) fn file_uri(path: &str) -> String {
 mod tests {
     use super::*;
     use airlock_host::SafetyFlags;
+    use rmcp::model::ErrorCode;
 
     #[test]
     fn log_lines_map_to_rfc_5424_levels_and_are_filtered_by_the_session_level() {

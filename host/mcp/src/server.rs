@@ -3,7 +3,36 @@
 //! permission questions, resources), and the mapping of descriptors and
 //! results onto MCP.
 
-use super::*;
+use crate::mapping::{logging, mcp_result, mcp_tool, page, path_of_file_uri, result_link};
+use crate::turns::{Received, wait_turn};
+use crate::{
+    APPROVAL_WAIT, ELICITATION_TIMEOUT, McpHost, SPILLED_MIME, asking, auth, stateless, tasks,
+};
+use airlock_host::Airlock;
+use airlock_host::ContentBlock;
+use airlock_host::LoadError;
+use airlock_host::pipeline::results::Owner;
+use airlock_host::sanitize::{self, Sink};
+use airlock_host::tool::ProgressEvent;
+use airlock_host::{Entry, Registry};
+use airlock_host::{Executor, ExecutorEvent, ExecutorHandle, Submit};
+use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use airlock_host::{ToolResult, ToolUse};
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+    Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
 
 /// Who sent the request `context` belongs to, when the server requires
 /// access tokens ([`auth::Authenticator`]).

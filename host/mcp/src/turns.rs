@@ -3,7 +3,21 @@
 //! its reply is written (`Turns`, `Replies`), and `Answering`, which
 //! answers a call outside rmcp's serve loop on stdio.
 
-use super::*;
+use crate::server::{McpServer, cancelled_by_client, connection_closed, lock};
+use crate::{lines, stdio_transport, tasks};
+use airlock_host::UseEvents;
+use rmcp::model::{
+    ClientNotification, ClientRequest, GetExtensions, GetMeta, JsonRpcMessage, JsonRpcNotification,
+    JsonRpcRequest, RequestId, ServerJsonRpcMessage,
+};
+use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::{ErrorData, Peer, RoleServer};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 /// A connection's transport that gives each `tools/call` request, as it
 /// is received, its turn (and the connection's end, [`Received`]): rmcp
@@ -429,7 +443,12 @@ pub(crate) async fn waiting<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::McpHost;
+    use airlock_host::Airlock;
+    use rmcp::ServiceExt;
+    use rmcp::model::ClientJsonRpcMessage;
     use serde_json::Value;
+    use std::time::Duration;
 
     #[test]
     fn a_turn_comes_after_every_earlier_one_was_taken_or_given_up() {
