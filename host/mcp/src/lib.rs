@@ -12,11 +12,9 @@ pub use http_front::HttpOptions;
 use http_front::{HttpFront, OrderedSessions, default_caller_sessions};
 use mapping::{logging, mcp_result};
 pub use server::McpServer;
-use server::{
-    Progress, cancelled_by_client, connection_closed, identity, lock, narrowed, no_such_tool,
-    tool_view,
-};
-use turns::{Answering, Closed, Ordered, Received, wait_turn, waiting};
+use server::{Progress, identity, narrowed, no_such_tool, tool_view};
+use turn::{Closed, Received, cancelled_by_client, connection_closed, wait_turn, waiting};
+use turns::{Answering, Ordered};
 
 use airlock_host::Airlock;
 use airlock_host::SourceStamp;
@@ -46,6 +44,7 @@ mod stateless;
 mod stdio;
 mod stdio_transport;
 mod tasks;
+mod turn;
 mod turns;
 
 pub use stateless::{CONTEXT_META, CONVERSATION_HEADER};
@@ -321,6 +320,10 @@ impl McpHost {
             });
         }
     }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

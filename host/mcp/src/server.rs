@@ -3,8 +3,9 @@
 //! permission questions, resources), and the mapping of descriptors and
 //! results onto MCP.
 
+use crate::lock;
 use crate::mapping::{logging, mcp_result, mcp_tool, page, path_of_file_uri, result_link};
-use crate::turns::{Received, wait_turn};
+use crate::turn::{Received, cancelled_by_client, connection_closed, wait_turn};
 use crate::{
     APPROVAL_WAIT, ELICITATION_TIMEOUT, McpHost, SPILLED_MIME, asking, auth, stateless, tasks,
 };
@@ -20,11 +21,11 @@ use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use airlock_host::{ToolResult, ToolUse};
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, Implementation,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -370,10 +371,6 @@ impl Drop for Session {
             executor.close();
         }
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Progress {
@@ -797,18 +794,6 @@ pub(crate) fn unique_prefix() -> String {
 /// The error of a call of a tool this server does not have.
 pub(crate) fn no_such_tool(name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("there is no tool named {name:?}"), None)
-}
-
-pub(crate) fn cancelled_by_client() -> ErrorData {
-    ErrorData::new(ErrorCode::INTERNAL_ERROR, "cancelled by the client", None)
-}
-
-pub(crate) fn connection_closed() -> ErrorData {
-    ErrorData::new(
-        ErrorCode::INTERNAL_ERROR,
-        "cancelled: the client closed the connection",
-        None,
-    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! its reply is written (`Turns`, `Replies`), and `Answering`, which
 //! answers a call outside rmcp's serve loop on stdio.
 
-use crate::server::{McpServer, cancelled_by_client, connection_closed, lock};
+use crate::lock;
+use crate::server::McpServer;
+use crate::turn::{Closed, Received, Replies, Turn, TurnInner, Turns};
 use crate::{lines, stdio_transport, tasks};
 use airlock_host::UseEvents;
 use rmcp::model::{
@@ -12,11 +14,10 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::{ErrorData, Peer, RoleServer};
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use rmcp::{Peer, RoleServer};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// A connection's transport that gives each `tools/call` request, as it
@@ -256,190 +257,6 @@ impl Answering {
     }
 }
 
-/// Cancelled when the connection a request came on ends.
-#[derive(Clone)]
-pub(crate) struct Closed(pub(crate) CancellationToken);
-
-/// What a `tools/call` request carries from [`Ordered`] to the handler.
-#[derive(Clone)]
-pub(crate) struct Received {
-    pub(crate) turn: Turn,
-    /// The request's id, and where its events are held until its reply
-    /// is written.
-    id: RequestId,
-    replies: Replies<UseEvents>,
-    /// Cancelled when the connection ends.
-    closed: CancellationToken,
-}
-
-impl Received {
-    /// Keeps the call's `events` (submitted held) until its reply is
-    /// written: dropped at once if it already was, or will never be.
-    pub(crate) fn hold_until_written(&self, events: UseEvents) {
-        self.replies.hold(&self.id, events);
-    }
-}
-
-/// The calls a connection received whose replies are not yet written,
-/// each with what keeps its place in the executor once its handler has
-/// its result (its events, submitted held). That is given up once the
-/// reply is written, when the client cancels the call (rmcp then drops
-/// its reply) or when the connection ends: so a call that could not start
-/// beside it starts only then, and its reply never goes out first, however
-/// late the task that returns this one's reply to rmcp runs.
-pub(crate) struct Replies<H>(Arc<Mutex<HashMap<RequestId, Option<H>>>>);
-
-impl<H> Clone for Replies<H> {
-    fn clone(&self) -> Self {
-        Replies(self.0.clone())
-    }
-}
-
-impl<H> Default for Replies<H> {
-    fn default() -> Self {
-        Replies(Arc::default())
-    }
-}
-
-impl<H> Replies<H> {
-    /// A call with this id was received.
-    fn open(&self, id: RequestId) {
-        // A call whose id the client reused lets go of what it held.
-        let reused = lock(&self.0).insert(id, None);
-        drop(reused);
-    }
-
-    /// Keeps `held` until call `id`'s reply is written; lets go of it at
-    /// once if the call is over.
-    fn hold(&self, id: &RequestId, held: H) {
-        let over = match lock(&self.0).get_mut(id) {
-            Some(slot) => {
-                *slot = Some(held);
-                None
-            }
-            None => Some(held),
-        };
-        drop(over);
-    }
-
-    /// Call `id` is over: what it held, to be let go of.
-    fn close(&self, id: &RequestId) -> Option<H> {
-        lock(&self.0).remove(id).flatten()
-    }
-}
-
-/// Which turn comes next on a connection; turns given up before their time
-/// (a request that never reached the executor) are skipped when it comes.
-/// Only the request whose turn comes is woken: with many calls in flight,
-/// waking every waiter at each turn cost each call a pass over the others.
-#[derive(Default)]
-pub(crate) struct Turns {
-    /// How many calls the connection received: the next one's number.
-    received: u64,
-    next: u64,
-    given_up: BTreeSet<u64>,
-    waiting: HashMap<u64, oneshot::Sender<()>>,
-}
-
-impl Turns {
-    fn done(&mut self, number: u64) {
-        self.waiting.remove(&number);
-        if number != self.next {
-            self.given_up.insert(number);
-            return;
-        }
-        self.next += 1;
-        while self.given_up.remove(&self.next) {
-            self.next += 1;
-        }
-        if let Some(waiting) = self.waiting.remove(&self.next) {
-            let _ = waiting.send(());
-        }
-    }
-}
-
-/// One request's turn: [`Turn::wait`] returns once every earlier request
-/// took or gave up its own; taking it ([`Turn::take`], or dropping the
-/// last clone) lets the next one go.
-#[derive(Clone)]
-pub(crate) struct Turn(Arc<TurnInner>);
-
-pub(crate) struct TurnInner {
-    number: u64,
-    turns: Arc<Mutex<Turns>>,
-    taken: AtomicBool,
-}
-
-impl Turn {
-    async fn wait(&self) {
-        let number = self.0.number;
-        let woken = {
-            let mut turns = lock(&self.0.turns);
-            if turns.next == number {
-                return;
-            }
-            let (wake, woken) = oneshot::channel();
-            let earlier = turns.waiting.insert(number, wake);
-            debug_assert!(earlier.is_none(), "turn {number} is waited for once");
-            woken
-        };
-        // Sent when this turn comes; dropped unsent only once this turn
-        // was taken or given up (through a clone), so it is over either way.
-        let _ = woken.await;
-    }
-
-    pub(crate) fn take(&self) {
-        self.0.take();
-    }
-
-    /// Whether the connection received a call after this one.
-    pub(crate) fn followed(&self) -> bool {
-        lock(&self.0.turns).received > self.0.number + 1
-    }
-}
-
-impl TurnInner {
-    pub(crate) fn take(&self) {
-        if !self.taken.swap(true, Ordering::AcqRel) {
-            lock(&self.turns).done(self.number);
-        }
-    }
-}
-
-impl Drop for TurnInner {
-    fn drop(&mut self) {
-        self.take();
-    }
-}
-
-/// Waits for the turn of a call `received` on a connection (without one,
-/// none is waited for); returns the token the connection's end cancels, or
-/// the error for a call given up before its turn.
-pub(crate) async fn wait_turn(
-    received: Option<&Received>,
-    cancelled: &CancellationToken,
-) -> Result<CancellationToken, ErrorData> {
-    let Some(received) = received else {
-        return Ok(CancellationToken::new());
-    };
-    waiting(received.turn.wait(), cancelled, &received.closed).await?;
-    Ok(received.closed.clone())
-}
-
-/// Waits for `done`, unless the client cancels the call or closes the
-/// connection first.
-pub(crate) async fn waiting<T>(
-    done: impl Future<Output = T>,
-    cancelled: &CancellationToken,
-    closed: &CancellationToken,
-) -> Result<T, ErrorData> {
-    tokio::select! {
-        done = done => Ok(done),
-        () = cancelled.cancelled() => Err(cancelled_by_client()),
-        () = closed.cancelled() => Err(connection_closed()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,20 +266,6 @@ mod tests {
     use rmcp::model::ClientJsonRpcMessage;
     use serde_json::Value;
     use std::time::Duration;
-
-    #[test]
-    fn a_turn_comes_after_every_earlier_one_was_taken_or_given_up() {
-        let mut turns = Turns::default();
-        turns.done(2);
-        turns.done(1);
-        assert_eq!(turns.next, 0, "0 is still out");
-        turns.done(0);
-        assert_eq!(turns.next, 3);
-        turns.done(4);
-        assert_eq!(turns.next, 3);
-        turns.done(3);
-        assert_eq!((turns.next, turns.given_up.len()), (5, 0));
-    }
 
     #[tokio::test]
     async fn a_dropped_turn_lets_the_next_one_go() {
