@@ -16,6 +16,27 @@
 //! (airlock-engine) are re-exported here, each at one path: the common types
 //! at the root, the rest in the module named after their kind. The MCP
 //! server is the airlock-mcp crate; the `airlock` binary, airlock-cli.
+//!
+//! One call of a bundled tool over a workspace (`examples/embed.rs` runs a
+//! whole model turn through the streaming executor):
+//!
+//! ```no_run
+//! use airlock_host::{Airlock, Config, ToolUse};
+//! use serde_json::json;
+//!
+//! # async fn run() -> anyhow::Result<()> {
+//! let config = Config {
+//!     workspace: Some("/path/to/project".into()),
+//!     ..Config::default()
+//! };
+//! let airlock = Airlock::new(config).await?;
+//! let mut cx = airlock.context();
+//! let use_ = ToolUse::new("toolu_1", "read", json!({"file_path": "/path/to/project/README.md"}));
+//! let result = airlock.call(&mut cx, use_).await;
+//! println!("{}", result.text());
+//! # Ok(())
+//! # }
+//! ```
 
 pub use airlock_bundled as bundled;
 pub use airlock_core::{host_files, json, lock, sanitize, secrets};
