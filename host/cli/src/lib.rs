@@ -81,7 +81,7 @@ pub struct Cli {
     /// Answer yes to every permission prompt, and approve what `airlock install` shows a tool asks for.
     #[arg(long, global = true)]
     yes: bool,
-    /// Log more (-v info, -vv debug); logs go to stderr.
+    /// Log more of Airlock's own work (-v info, -vv debug; AIRLOCK_LOG for any library's); logs go to stderr.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(subcommand)]
@@ -383,10 +383,14 @@ fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
 }
 
 fn init_logging(verbose: u8) {
+    // `-v` and `-vv` raise Airlock's own crates (every target that starts
+    // with `airlock`); the libraries beneath stay at warnings (a first
+    // compile's cranelift debug lines alone run to 900,000), unless
+    // AIRLOCK_LOG names them.
     let default = match verbose {
         0 => "warn",
-        1 => "info",
-        _ => "debug",
+        1 => "warn,airlock=info",
+        _ => "warn,airlock=debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

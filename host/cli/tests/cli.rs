@@ -782,6 +782,23 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
 }
 
 /// Logs written to a file (stderr not a terminal) carry no colour codes.
+/// `-vv` is Airlock's own debug log: the compiler's internals stay at
+/// warnings unless `AIRLOCK_LOG` asks for them (a first call's compile
+/// once printed 900,000 lines of them).
+#[test]
+fn verbose_logs_are_airlocks_not_the_compilers() {
+    let home = tempfile::tempdir().unwrap();
+    let out = airlock(home.path(), &["-vv", "call", "sleep", r#"{"ms":0}"#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let logged = text(&out.stderr);
+    let lines = logged.lines().count();
+    assert!(
+        lines < 2_000 && !logged.contains("timing:") && !logged.contains("regalloc"),
+        "{lines} lines, the compiler's among them: {}",
+        &logged[..logged.len().min(2_000)]
+    );
+}
+
 #[test]
 fn logs_written_to_a_file_carry_no_colour_codes() {
     let home = tempfile::tempdir().unwrap();
