@@ -231,7 +231,7 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
             return fail(format!("cannot write {}: {e}", file.display()));
         }
     }
-    println!(
+    say!(
         "created the {} tool {name} in {}\n\nnext:\n    airlock build {}\n    airlock install {}",
         lang.display_name(),
         dir.display(),
@@ -424,7 +424,7 @@ pub(crate) async fn build(dir: &Path, config: Config) -> ExitCode {
     };
     match check(&out, config).await {
         Ok(loaded) => {
-            println!(
+            say!(
                 "built {} ({} bytes)\n  {}{}\n\ninstall it with:\n    airlock install {}",
                 out.display(),
                 std::fs::metadata(&out).map_or(0, |m| m.len()),

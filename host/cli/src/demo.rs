@@ -33,7 +33,7 @@ const SAMPLE: &[(&str, &str)] = &[
     ),
     (
         "src/main.rs",
-        "fn main() {\n    println!(\"{}\", greeter::greet(\"world\"));\n}\n",
+        "fn main() {\n    say!(\"{}\", greeter::greet(\"world\"));\n}\n",
     ),
     (
         "src/lib.rs",
@@ -192,16 +192,16 @@ async fn demo() -> anyhow::Result<bool> {
     let started = Instant::now();
     let airlock = Airlock::new(config).await?;
     let mut cx = airlock.context();
-    println!(
+    say!(
         "Airlock demo: {} bundled tools loaded in {} ms; workspace {}",
         airlock.registry().len(),
         started.elapsed().as_millis(),
         cx.cwd()
     );
     for failure in airlock.registry().failures() {
-        println!("  unavailable: {failure}");
+        say!("  unavailable: {failure}");
     }
-    println!(
+    say!(
         "Grants: the workspace read-write; fetch may reach 127.0.0.1 only; nothing else.\n\
          Permissions: acceptEdits mode; the rule Read(/.env) denies reading the .env file.\n"
     );
@@ -211,7 +211,7 @@ async fn demo() -> anyhow::Result<bool> {
     let mut surprises = Vec::new();
     let mut n = 0;
     for (t, turn) in turns.iter().enumerate() {
-        println!("Turn {}: {}", t + 1, turn.title);
+        say!("Turn {}: {}", t + 1, turn.title);
         let mut executor = airlock.executor(cx);
         for (i, step) in turn.steps.iter().enumerate() {
             executor.add(ToolUse::new(
@@ -225,7 +225,7 @@ async fn demo() -> anyhow::Result<bool> {
         let mut i = 0;
         while let Some(event) = executor.next().await {
             match event {
-                ExecutorEvent::Progress(p) => println!("    {}", render::progress_line(&p)),
+                ExecutorEvent::Progress(p) => say!("    {}", render::progress_line(&p)),
                 ExecutorEvent::Started { tool_use_id, at } => {
                     spans.entry(tool_use_id).or_insert((at, at)).0 = at;
                 }
@@ -237,18 +237,18 @@ async fn demo() -> anyhow::Result<bool> {
                     let step = &turn.steps[i];
                     i += 1;
                     n += 1;
-                    println!("  [{n}/{total}] {} {}", step.tool, step.input);
+                    say!("  [{n}/{total}] {} {}", step.tool, step.input);
                     if let Some(flags) = result.flags {
-                        println!("      flags: {} ({flags})", render::flag_codes(flags));
+                        say!("      flags: {} ({flags})", render::flag_codes(flags));
                     }
                     let ms = result.duration.as_secs_f64() * 1000.0;
                     let text = match &result.outcome {
                         Ok(output) => {
-                            println!("      ok in {ms:.1} ms");
+                            say!("      ok in {ms:.1} ms");
                             render::content_text(&output.content)
                         }
                         Err(e) => {
-                            println!("      refused in {ms:.1} ms ({})", e.class);
+                            say!("      refused in {ms:.1} ms ({})", e.class);
                             e.message.clone()
                         }
                     };
@@ -270,7 +270,7 @@ async fn demo() -> anyhow::Result<bool> {
         }
         cx = executor.into_context().await;
         print_timeline(turn, t + 1, &spans);
-        println!("      context: the cwd is {}\n", cx.cwd());
+        say!("      context: the cwd is {}\n", cx.cwd());
     }
     server.abort();
 
@@ -280,14 +280,14 @@ async fn demo() -> anyhow::Result<bool> {
         .filter(|s| !s.expect_ok)
         .count();
     if surprises.is_empty() {
-        println!(
+        say!(
             "Done: {total} calls, {} succeeded and {refused} were refused, all as expected.",
             total - refused
         );
         Ok(true)
     } else {
         for s in &surprises {
-            println!("UNEXPECTED: {s}");
+            say!("UNEXPECTED: {s}");
         }
         Ok(false)
     }
@@ -303,7 +303,7 @@ fn print_timeline(turn: &Turn, t: usize, spans: &HashMap<String, (Duration, Dura
         .unwrap_or_default()
         .as_secs_f64()
         .max(1e-3);
-    println!("      timeline of turn {t} ({:.1} ms):", end * 1000.0);
+    say!("      timeline of turn {t} ({:.1} ms):", end * 1000.0);
     for (i, step) in turn.steps.iter().enumerate() {
         let Some((from, to)) = spans.get(&format!("t{t}-{}", i + 1)) else {
             continue;
@@ -313,7 +313,7 @@ fn print_timeline(turn: &Turn, t: usize, spans: &HashMap<String, (Duration, Dura
         let bar: String = (0..WIDTH as usize)
             .map(|c| if c >= a && c < b { '#' } else { '.' })
             .collect();
-        println!(
+        say!(
             "        {:<6} {bar} {:>7.1} → {:>7.1} ms",
             step.tool,
             from.as_secs_f64() * 1000.0,
@@ -325,10 +325,10 @@ fn print_timeline(turn: &Turn, t: usize, spans: &HashMap<String, (Duration, Dura
 fn print_indented(text: &str) {
     let lines: Vec<&str> = text.lines().collect();
     for line in lines.iter().take(SHOWN_LINES) {
-        println!("      | {line}");
+        say!("      | {line}");
     }
     if lines.len() > SHOWN_LINES {
-        println!("      | … ({} more lines)", lines.len() - SHOWN_LINES);
+        say!("      | … ({} more lines)", lines.len() - SHOWN_LINES);
     }
 }
 

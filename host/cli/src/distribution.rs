@@ -32,7 +32,7 @@ pub(crate) struct InstallArgs<'a> {
 fn report(result: Result<String, String>) -> ExitCode {
     match result {
         Ok(text) => {
-            println!("{text}");
+            say!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
@@ -504,7 +504,7 @@ async fn install_new(
     }
     let approve = asks_more || !replaced.is_empty() || taken_over.is_some();
     if approve && !yes {
-        print!("{shown}");
+        say!("{}", shown.trim_end_matches('\n'));
         match crate::prompt::confirm("install it?") {
             Some(true) => {}
             Some(false) => return Err("not installed".into()),
@@ -700,7 +700,7 @@ pub(crate) async fn install_file(file: &Path, config: Config) -> ExitCode {
     };
     let before = std::fs::read(&target).ok();
     if before.as_deref() == Some(bytes.as_slice()) {
-        println!(
+        say!(
             "{} is already installed as {}",
             checked.name,
             target.display()
@@ -714,7 +714,7 @@ pub(crate) async fn install_file(file: &Path, config: Config) -> ExitCode {
     if let Err(e) = unpin(&lock_config, &checked.name) {
         return fail(e);
     }
-    println!(
+    say!(
         "{} {}\n  {}\n  BLAKE3 {}{}",
         if before.is_some() {
             "replaced"
@@ -753,7 +753,7 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
         Err(e) => return fail(e),
     };
     if lock.tools.is_empty() {
-        println!("no tools installed from registries ({})", path.display());
+        say!("no tools installed from registries ({})", path.display());
         return ExitCode::SUCCESS;
     }
     for t in &lock.tools {
@@ -762,7 +762,7 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
             Ok(_) => "CHANGED since it was installed: it will not load".to_string(),
             Err(e) => format!("missing ({e})"),
         };
-        println!(
+        say!(
             "{}\n  from     {}\n  pinned   {}\n  layer    {}\n  BLAKE3   {}\n  signer   {}\n  asks     {}\n  file     {} ({state})",
             t.name,
             t.source,

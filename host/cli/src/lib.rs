@@ -9,6 +9,15 @@
 //! signal's number when stopped by SIGTERM, SIGHUP or SIGINT (which `call`
 //! and `run`, once started, take to cancel the call).
 
+/// `println!` for what a command prints on stdout, through
+/// [`render::say`]: a reader that went away (`airlock approve NAME | head
+/// -1`) ends the output quietly instead of a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::render::say(format_args!($($arg)*))
+    };
+}
+
 mod author;
 mod demo;
 mod distribution;
@@ -365,7 +374,7 @@ fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
     }
     match airlock_host::approvals::Approvals::record(&file, name, digest) {
         Ok(()) => {
-            println!(
+            say!(
                 "approved {name} from {}: BLAKE3 {digest}, recorded in {}",
                 entry.tool.origin(),
                 file.display()

@@ -28,6 +28,15 @@ pub(crate) fn to_stdout(
     }
 }
 
+/// Prints `text` and a newline on stdout ([`to_stdout`]; the `say!`
+/// macro): a closed pipe drops it, any other write error is reported on
+/// stderr.
+pub(crate) fn say(text: std::fmt::Arguments<'_>) {
+    if let Err(e) = to_stdout(|out| writeln!(out, "{text}")) {
+        eprintln!("airlock: {e}");
+    }
+}
+
 /// One-letter codes for the flags, in the order of [`SafetyFlags::NAMED`].
 const FLAG_CODES: [char; 8] = ['R', 'C', 'D', 'I', 'O', 'S', 'U', 'X'];
 
