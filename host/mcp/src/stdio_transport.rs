@@ -7,7 +7,7 @@ use super::lines::{LineSender, LineWriter};
 use super::tasks::requested;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequest, ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage,
+    CallToolRequest, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, JsonRpcMessage,
     JsonRpcRequest, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::transport::Transport;
@@ -20,9 +20,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 /// a [`LineWriter`] (replies that finish together leave in one write) and
 /// read here, so that a `tools/call`'s
 /// `task` is kept (a [`TaskRequest`] on the request). As rmcp's reader
-/// does, a line over 16 MiB is dropped, a line that is not JSON is
-/// ignored, and JSON that is not a message is answered Invalid Request;
-/// the end of input ends the transport.
+/// does, a line over 16 MiB is dropped and a blank line ignored; unlike
+/// it, a line that is not JSON is answered Parse error (-32700, as
+/// JSON-RPC asks), and JSON that is not a message Invalid Request
+/// (-32600); the end of input ends the transport.
 pub(super) struct Stdio<R: AsyncRead> {
     read: BufReader<R>,
     line: Vec<u8>,
@@ -45,6 +46,8 @@ enum Read {
     /// JSON that is no message this server reads, but for a notification
     /// (which gets no reply): its id, if it has one.
     NotAMessage(Option<RequestId>),
+    /// Not JSON at all.
+    NotJson,
 }
 
 impl<R> Stdio<R>
@@ -127,8 +130,8 @@ fn read_message(line: &[u8]) -> Read {
         Err(e) => {
             use serde_json::error::Category;
             if matches!(e.classify(), Category::Syntax | Category::Eof) {
-                tracing::debug!("ignoring a line that is not JSON: {e}");
-                return Read::Nothing;
+                tracing::debug!("a line is not JSON: {e}");
+                return Read::NotJson;
             }
             tracing::debug!("a line is not a JSON-RPC message: {e}");
             let value = serde_json::from_slice::<Value>(line).unwrap_or_default();
@@ -198,13 +201,22 @@ where
             match read {
                 Read::Message(message) => return Some(*message),
                 Read::Nothing => {}
+                // Each answer is sent on its own: this read may be dropped
+                // at any await.
                 Read::NotAMessage(id) => {
-                    // Sent on its own: this read may be dropped at any await.
                     let error = ErrorData::invalid_request(
                         "Invalid Request: the line is not a JSON-RPC message this server reads",
                         None,
                     );
                     tokio::spawn(self.send(ServerJsonRpcMessage::error(error, id)));
+                }
+                Read::NotJson => {
+                    let error = ErrorData::new(
+                        ErrorCode::PARSE_ERROR,
+                        "Parse error: the line is not JSON",
+                        None,
+                    );
+                    tokio::spawn(self.send(ServerJsonRpcMessage::error(error, None)));
                 }
             }
         }

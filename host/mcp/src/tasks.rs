@@ -911,13 +911,20 @@ mod tests {
         assert_eq!(get.params, Some(json!({"taskId": "t"})));
         writer.await.unwrap();
         assert!(stdio.receive().await.is_none(), "the end of input ends it");
-        let mut reply = String::new();
-        tokio::io::BufReader::new(replies)
-            .read_line(&mut reply)
-            .await
-            .unwrap();
-        let reply: Value = serde_json::from_str(&reply).unwrap();
-        assert_eq!(reply["id"], 7, "only the request is answered: {reply}");
-        assert_eq!(reply["error"]["code"], -32600, "{reply}");
+        drop(stdio);
+        let mut replies = tokio::io::BufReader::new(replies);
+        let mut answered = Vec::new();
+        for _ in 0..2 {
+            let mut reply = String::new();
+            replies.read_line(&mut reply).await.unwrap();
+            let reply: Value = serde_json::from_str(&reply).unwrap();
+            answered.push((reply["id"].clone(), reply["error"]["code"].clone()));
+        }
+        answered.sort_by_key(|(id, _)| id.to_string());
+        // The line that is not JSON, and the request; not the notification.
+        assert_eq!(
+            answered,
+            [(json!(7), json!(-32600)), (Value::Null, json!(-32700))]
+        );
     }
 }
