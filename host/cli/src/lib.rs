@@ -644,6 +644,15 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
         }
     };
     if !cli.tool_dirs.is_empty() {
+        // A directory named on the command line must be there: a typo
+        // would otherwise load nothing from it, and say so only as an
+        // unavailable "tool".
+        if let Some(missing) = cli.tool_dirs.iter().find(|d| !d.is_dir()) {
+            return Err(format!(
+                "--tools {}: there is no such directory",
+                missing.display()
+            ));
+        }
         let mut dirs = config.effective_tool_dirs();
         dirs.extend(cli.tool_dirs.iter().map(absolute));
         config.tool_dirs = Some(dirs);

@@ -356,6 +356,14 @@ fn a_bad_configuration_exits_with_3() {
         "{}",
         text(&out.stderr)
     );
+    // A tool directory named on the command line that is not there.
+    let out = airlock(home.path(), &["--tools", "/nope", "list"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--tools /nope: there is no such directory"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = airlock(home.path(), &["--workspace", "/proc", "list"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(
