@@ -24,11 +24,11 @@ def modules(src: pathlib.Path) -> dict:
     """Each module's path (a tuple; the crate root is `()`) -> its file."""
     found = {}
     for file in src.rglob("*.rs"):
+        if file == src / "main.rs" and (src / "lib.rs").exists():
+            continue
         parts = list(file.relative_to(src).with_suffix("").parts)
         if parts[-1] in ("lib", "main", "mod"):
             parts.pop()
-        if file.name == "main.rs" and file.parent == src and () in found:
-            continue
         found[tuple(parts)] = file
     return found
 
@@ -42,7 +42,7 @@ def code(file: pathlib.Path) -> str:
     return "\n".join(line.split("//")[0] for line in text.splitlines())
 
 
-def target(known: dict, here: tuple, kind: str, names: list) -> tuple | None:
+def target(known: dict, here: tuple, kind: str, names: list) -> tuple:
     """The deepest known module `kind::names` names, seen from `here`."""
     if kind == "crate":
         base = ()
@@ -71,7 +71,7 @@ def uses(known: dict) -> dict:
                     paths.append((kind, prefix.split("::")[1:] + item.split("::")))
         for kind, names in paths:
             to = target(known, here, kind, names)
-            if to is not None and to != here:
+            if to != here:
                 edges[here].add(to)
     return edges
 

@@ -25,7 +25,7 @@ pub(crate) const LONG: Duration = Duration::from_millis(2);
 /// The long-running guests' runtime: as many workers as the machine runs
 /// threads at once, started the first time a guest runs long; `None` if
 /// it could not be started (the guests then stay where they are).
-pub(crate) fn runtime() -> Option<&'static Handle> {
+fn runtime() -> Option<&'static Handle> {
     static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
@@ -44,8 +44,8 @@ pub(crate) fn runtime() -> Option<&'static Handle> {
 
 /// A guest future that left the caller's runtime at a yield: run on to
 /// its end on the long-running guests' runtime. Dropping what this returns
-/// drops the guest future there (at its next yield, within a tick).
-/// `None` if that runtime is gone.
+/// drops the guest future there (at its next yield, within a tick). Run
+/// here when that runtime could not be started; `None` if it is gone.
 pub(crate) async fn finish<F>(mut fut: Pin<Box<F>>, yields: Arc<AtomicU64>) -> Option<F::Output>
 where
     F: Future + Send + ?Sized + 'static,

@@ -229,7 +229,7 @@ pub(crate) async fn guard<T: Send + 'static>(
         let result = call(&mut store).await;
         (store, result)
     });
-    let long = || armed.at.elapsed() >= offload::LONG && offload::runtime().is_some();
+    let long = || armed.at.elapsed() >= offload::LONG;
     let run = async {
         match repoll(fut.as_mut(), &armed.yields, long).await {
             Repolled::Done(out) => Some(out),
