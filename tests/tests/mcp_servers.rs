@@ -1,7 +1,7 @@
 //! External MCP servers mounted as tools: `tests/mcp/echo_server.py` (the
 //! official Python `mcp` SDK, pinned in the tests' own environment) started
 //! by the host, its tools listed as `mcp__echo__*`, and called through the
-//! pipeline and the executor: asked about (not sandboxed), validated,
+//! pipeline and the executor: asked about (a native program), validated,
 //! cancelled at the server, timed out, with progress, and with only the
 //! environment granted.
 
@@ -39,6 +39,11 @@ fn server(args: &[&str]) -> McpServerConfig {
         enabled: None,
         defer_loading: false,
         startup_timeout_ms: None,
+        // The test binary cannot be the sandbox helper (the `airlock`
+        // binary is; host/cli/tests/mcp.rs runs servers confined).
+        sandbox: false,
+        workspace: Default::default(),
+        read: Vec::new(),
     }
 }
 
@@ -317,6 +322,11 @@ async fn a_server_that_cannot_start_is_listed_with_its_reason() {
         command: "sleep".into(),
         args: vec!["30".into()],
         startup_timeout_ms: Some(300),
+        // The test binary cannot be the sandbox helper (the `airlock`
+        // binary is; host/cli/tests/mcp.rs runs servers confined).
+        sandbox: false,
+        workspace: Default::default(),
+        read: Vec::new(),
         ..server(&[])
     };
     let started = Instant::now();
@@ -468,6 +478,11 @@ mod processes {
                 format!("sleep 300 & echo $! > {}; sleep 30", pidfile.display()),
             ],
             startup_timeout_ms: Some(2000),
+            // The test binary cannot be the sandbox helper (the `airlock`
+            // binary is; host/cli/tests/mcp.rs runs servers confined).
+            sandbox: false,
+            workspace: Default::default(),
+            read: Vec::new(),
             ..server(&[])
         };
         let airlock = airlock(config_with(ws.path(), &[("mute", failing)])).await;

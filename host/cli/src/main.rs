@@ -11,5 +11,8 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // Started as the sandbox helper of a native program (an MCP server),
+    // the binary confines itself and runs it here, never returning.
+    airlock_host::native::serve_if_asked();
     airlock_cli::main()
 }

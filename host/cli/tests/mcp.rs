@@ -183,6 +183,7 @@ fn a_signal_stops_the_server_and_the_mcp_servers_it_started() {
             format!(
                 "bundled_tools = false\n\
                  [mcp_servers.echo]\n\
+                 sandbox = false\n\
                  command = {python:?}\n\
                  args = [{script:?}]\n\
                  env = {{ ECHO_GRANDCHILD = {:?} }}\n",
@@ -208,6 +209,137 @@ fn a_signal_stops_the_server_and_the_mcp_servers_it_started() {
             assert!(
                 stopped.elapsed() < Duration::from_secs(10),
                 "SIG{signal}: the MCP server's child {grandchild} outlived airlock"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// MCP servers run confined by default: a server that tries what a
+/// hostile one would (`tests/mcp/probe_server.py`) answers, reads the
+/// workspace but writes it only with `workspace = "read-write"`, sees
+/// nothing outside its grants (HOME is its private `/tmp`), has no
+/// network, and what it starts, `setsid` or not, goes when Airlock stops.
+/// Each refusal is the error the server itself saw.
+#[cfg(all(feature = "mcp-client", target_os = "linux"))]
+#[test]
+fn mcp_servers_run_confined_by_their_grants() {
+    use std::time::{Duration, Instant};
+    let python = python();
+    let venv = python.parent().and_then(Path::parent).unwrap();
+    let real = python.canonicalize().unwrap();
+    let base = real.parent().and_then(Path::parent).unwrap();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp");
+    let scripts = scripts.canonicalize().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let secret = home.path().join("secret.txt");
+    std::fs::write(&secret, "s3cret").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let alive = |pattern: &str| {
+        Command::new("pgrep")
+            .args(["-f", pattern])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    for (access, writes) in [("read-only", false), ("read-write", true)] {
+        let workspace = tempfile::tempdir().unwrap();
+        let ws = workspace.path().canonicalize().unwrap();
+        std::fs::write(ws.join("a.txt"), "in the workspace").unwrap();
+        let config = home.path().join("airlock.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "bundled_tools = false\n\
+                 [permissions]\ndefault_mode = \"bypassPermissions\"\n\
+                 [mcp_servers.probe]\n\
+                 command = {:?}\n\
+                 args = [{:?}]\n\
+                 workspace = {access:?}\n\
+                 read = [{:?}, {:?}, {:?}]\n",
+                python.display().to_string(),
+                scripts.join("probe_server.py").display().to_string(),
+                venv.display().to_string(),
+                base.display().to_string(),
+                scripts.display().to_string(),
+            ),
+        )
+        .unwrap();
+        let args = [
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ];
+        let mut server = RawStdio::start(home.path(), &args, "{}");
+        let mut call = |id: u64, tool: &str, arguments: serde_json::Value| {
+            server.send(&call_line(id, &format!("mcp__probe__{tool}"), arguments));
+            call_text(&server.reply())
+        };
+        let (text, _) = call(2, "where", serde_json::json!({}));
+        assert!(
+            text.starts_with(&format!("{} /tmp ", ws.display())),
+            "{text}"
+        );
+        let a = ws.join("a.txt").display().to_string();
+        assert_eq!(
+            call(3, "read", serde_json::json!({"path": a})),
+            ("in the workspace".into(), false)
+        );
+        let secret = secret.display().to_string();
+        let (text, error) = call(4, "read", serde_json::json!({"path": secret}));
+        assert!(
+            error && text.contains("No such file or directory"),
+            "{text}"
+        );
+        let (text, error) = call(5, "write", serde_json::json!({"path": secret, "text": "x"}));
+        assert!(
+            error && text.contains("No such file or directory"),
+            "{text}"
+        );
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s3cret");
+        let b = ws.join("b.txt");
+        let written = call(
+            6,
+            "write",
+            serde_json::json!({"path": b.display().to_string(), "text": "x"}),
+        );
+        if writes {
+            assert_eq!(written, ("wrote".into(), false));
+            assert_eq!(std::fs::read_to_string(&b).unwrap(), "x");
+        } else {
+            assert!(
+                written.1 && written.0.contains("Read-only file system"),
+                "{written:?}"
+            );
+            assert!(!b.exists());
+        }
+        let (text, error) = call(7, "connect", serde_json::json!({"port": port}));
+        assert!(error && text.contains("Permission denied"), "{text}");
+        let seconds = format!("{}.{}", 3000 + std::process::id() % 1000, u8::from(writes));
+        assert_eq!(
+            call(8, "detach", serde_json::json!({"seconds": seconds})),
+            ("started".into(), false)
+        );
+        let pattern = format!("sleep {seconds}");
+        let started = Instant::now();
+        while !alive(&pattern) {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the detached sleep never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Command::new("kill")
+            .args(["-TERM", &server.child.id().to_string()])
+            .status()
+            .unwrap();
+        exit_of(&mut server.child, "after SIGTERM");
+        let stopped = Instant::now();
+        while alive(&pattern) {
+            assert!(
+                stopped.elapsed() < Duration::from_secs(10),
+                "{pattern} outlived airlock"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

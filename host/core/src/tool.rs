@@ -96,8 +96,9 @@ pub enum ToolOrigin {
     Builtin,
     /// Native code in the host, not sandboxed.
     Native,
-    /// A tool of an external MCP server (a process of its own, not
-    /// sandboxed): the server's name in the configuration.
+    /// A tool of an external MCP server (a native process of its own,
+    /// confined by its grants unless the operator opted out, never a
+    /// component): the server's name in the configuration.
     Mcp(String),
 }
 
@@ -118,7 +119,7 @@ impl std::fmt::Display for ToolOrigin {
             ToolOrigin::File(path) => write!(f, "{}", path.display()),
             ToolOrigin::Builtin => f.write_str("built-in"),
             ToolOrigin::Native => f.write_str("native"),
-            ToolOrigin::Mcp(server) => write!(f, "MCP server `{server}` (not sandboxed)"),
+            ToolOrigin::Mcp(server) => write!(f, "MCP server `{server}`"),
         }
     }
 }

@@ -268,6 +268,11 @@ fn mcp_client(c: &mut Criterion) {
             enabled: None,
             defer_loading: false,
             startup_timeout_ms: None,
+            // This binary cannot be the sandbox helper (the `airlock`
+            // binary is; host/cli/tests/mcp.rs runs servers confined).
+            sandbox: false,
+            workspace: Default::default(),
+            read: Vec::new(),
         },
     );
     let airlock = runtime

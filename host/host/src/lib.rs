@@ -42,14 +42,19 @@ pub use airlock_bundled as bundled;
 pub use airlock_core::{host_files, json, lock, sanitize, secrets};
 #[cfg(feature = "mcp-client")]
 pub use airlock_mcp_client as mcp_client;
+/// Native programs confined by the grants (Linux): a binary that embeds
+/// Airlock calls [`native::serve_if_asked`] first in `main`, so it is its
+/// own sandbox helper.
+pub use airlock_native as native;
 
 /// The configuration's parts beside [`Config`] and [`Limits`]
 /// (`airlock.toml`, with Claude Code's hooks and settings).
 pub mod config {
     pub use airlock_core::config::{
         AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig,
-        MountConfig, ScopeTools, SecretConfig, ToolConfig, ToolSearchMode, TrustRule,
-        approvals_file, default_cache_dir, default_sdk_dir, default_tool_dir, hooks, settings,
+        MountConfig, ScopeTools, SecretConfig, ServerWorkspace, ToolConfig, ToolSearchMode,
+        TrustRule, approvals_file, default_cache_dir, default_sdk_dir, default_tool_dir, hooks,
+        settings,
     };
 }
 

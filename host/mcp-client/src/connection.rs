@@ -7,6 +7,7 @@ use crate::startup_time;
 use airlock_core::config::McpServerConfig;
 use airlock_core::config::expand;
 use airlock_core::error::LoadError;
+use airlock_native::{CallDir, Confinement, Helper, Refused, resolve};
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
@@ -15,9 +16,9 @@ use rmcp::service::{ClientCacheConfig, NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The client side of one server connection: progress goes to the call
 /// that asked for it.
@@ -58,8 +59,8 @@ pub(crate) struct Connection {
     pub(crate) service: RunningService<RoleClient, Handler>,
     /// The server's process; taken when the connection is dropped.
     pub(crate) process: Option<Process>,
-    /// What it was started from: its configuration and working directory.
-    pub(crate) started_from: (McpServerConfig, Option<PathBuf>),
+    /// What it was started from.
+    pub(crate) started_from: Launch,
     /// The server's version, as its tools' descriptors give it.
     pub(crate) version: String,
     /// Its stdout's line bound, and what was refused of it.
@@ -91,13 +92,23 @@ impl Drop for Connection {
     }
 }
 
+/// What a server is started from: its configuration, its working
+/// directory and the workspace it may see (and whether it may write it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Launch {
+    pub(crate) config: McpServerConfig,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) workspace: Option<(PathBuf, bool)>,
+}
+
 /// Starts one server, its stdout's lines bounded by `line_bound`, and
 /// lists its tools.
 pub(crate) async fn connect(
     name: &str,
-    (config, cwd): (McpServerConfig, Option<PathBuf>),
+    launch: Launch,
     line_bound: usize,
 ) -> Result<(Arc<Connection>, Vec<rmcp::model::Tool>), LoadError> {
+    let Launch { config, cwd, .. } = &launch;
     if name.is_empty()
         || name.contains("__")
         || !name
@@ -122,28 +133,30 @@ pub(crate) async fn connect(
     for (key, value) in &config.env {
         env.insert(key, expanded(value, &format_args!("env.{key}"))?);
     }
-    let mut command = tokio::process::Command::new(&program);
+    let mut read = Vec::new();
+    for (i, path) in config.read.iter().enumerate() {
+        read.push(PathBuf::from(expanded(path, &format_args!("read[{i}]"))?));
+    }
+    let (mut command, sandbox) = if config.sandbox {
+        let (command, dir) = confined(&launch, &program, &args, env, read)?;
+        (command, Some(dir))
+    } else {
+        tracing::warn!(
+            server = %name,
+            "`sandbox = false`: this MCP server runs unconfined, with your rights"
+        );
+        (unconfined(cwd.as_deref(), &program, &args, env), None)
+    };
     command
-        .args(&args)
-        .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    for var in ["PATH", "HOME"] {
-        if let Some(value) = std::env::var_os(var) {
-            command.env(var, value);
-        }
-    }
-    command.envs(env);
-    if let Some(cwd) = &cwd {
-        command.current_dir(cwd);
-    }
     let mut process = command
         .spawn()
-        .map(Process::new)
+        .map(|child| Process::new(child, sandbox))
         .map_err(|e| LoadError::McpServer(format!("cannot start {program:?}: {e}")))?;
     let child = &mut process.child;
     let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -163,7 +176,7 @@ pub(crate) async fn connect(
     // leave its request waiting.
     let transport = AsyncRwTransport::new_client(BoundedLines::new(stdout, bounded.clone()), stdin)
         .with_max_line_length(usize::MAX);
-    let startup = startup_time(&config);
+    let startup = startup_time(config);
     let started = tokio::time::timeout(startup, async {
         let service = handler
             .serve(transport)
@@ -194,9 +207,92 @@ pub(crate) async fn connect(
     let connection = Connection {
         service,
         process: Some(process),
-        started_from: (config, cwd),
+        started_from: launch,
         version,
         stdout: bounded,
     };
     Ok((Arc::new(connection), listed))
+}
+
+/// The server's command, run with the user's rights (`sandbox = false`):
+/// only `PATH`, `HOME` and its configured variables in its environment.
+fn unconfined(
+    cwd: Option<&Path>,
+    program: &str,
+    args: &[String],
+    env: BTreeMap<&String, String>,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(program);
+    command.args(args).env_clear();
+    for var in ["PATH", "HOME"] {
+        if let Some(value) = std::env::var_os(var) {
+            command.env(var, value);
+        }
+    }
+    command.envs(env);
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    command
+}
+
+/// The server's command, confined: the workspace as `launch` grants it,
+/// `read` and its working directory readable, the host's `PATH` and its
+/// configured variables in its environment, `HOME` private.
+fn confined(
+    launch: &Launch,
+    program: &str,
+    args: &[String],
+    env: BTreeMap<&String, String>,
+    read: Vec<PathBuf>,
+) -> Result<(tokio::process::Command, CallDir), LoadError> {
+    let refused = |e: Refused| {
+        LoadError::McpServer(format!(
+            "{e} (`sandbox = false` runs a server unconfined, with your rights)"
+        ))
+    };
+    let helper = helper().map_err(refused)?;
+    let path = std::env::var_os("PATH");
+    let program = resolve(program, path.as_deref()).map_err(refused)?;
+    let cwd = (launch.config.cwd.clone())
+        .or_else(|| launch.workspace.as_ref().map(|(w, _)| w.clone()))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let mut confinement = Confinement::new(&cwd);
+    confinement.read = read;
+    match &launch.workspace {
+        Some((workspace, true)) => confinement.write.push(workspace.clone()),
+        Some((workspace, false)) => confinement.read.push(workspace.clone()),
+        None => {}
+    }
+    let granted = |p: &Path| {
+        p.starts_with("/tmp")
+            || confinement
+                .read
+                .iter()
+                .chain(&confinement.write)
+                .any(|g| p.starts_with(g))
+    };
+    if !granted(&cwd) {
+        confinement.read.push(cwd);
+    }
+    if let Some(path) = path.and_then(|p| p.into_string().ok()) {
+        confinement.env.insert("PATH".into(), path);
+    }
+    confinement
+        .env
+        .extend(env.into_iter().map(|(k, v)| (k.clone(), v)));
+    let (command, dir) = helper
+        .command(&confinement, &program, args)
+        .map_err(refused)?;
+    Ok((tokio::process::Command::from(command), dir))
+}
+
+/// The helper that confines servers: this binary (see
+/// [`airlock_native::serve_if_asked`]).
+fn helper() -> Result<&'static Helper, Refused> {
+    static HELPER: OnceLock<Result<Helper, Refused>> = OnceLock::new();
+    HELPER
+        .get_or_init(Helper::current_exe)
+        .as_ref()
+        .map_err(Clone::clone)
 }

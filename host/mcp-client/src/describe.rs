@@ -19,7 +19,7 @@ pub(crate) fn tools_of(
     listed: Vec<rmcp::model::Tool>,
     max_output: usize,
 ) -> (Vec<McpTool>, Vec<LoadError>) {
-    let defer = connection.started_from.0.defer_loading;
+    let defer = connection.started_from.config.defer_loading;
     let mut tools = Vec::new();
     let mut failures = Vec::new();
     for tool in listed {

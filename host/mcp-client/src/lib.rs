@@ -2,8 +2,10 @@
 //! rmcp's client side. Each `[mcp_servers.NAME]` is started as a child
 //! process speaking MCP over stdio; each of its tools becomes an
 //! [`McpTool`] named `mcp__NAME__TOOL` behind the same [`Tool`](airlock_core::tool::Tool) trait as a
-//! component, with the origin [`ToolOrigin::Mcp`] (not sandboxed, so the
-//! default mode asks). It owns the child's process group, the connection
+//! component, with the origin [`ToolOrigin::Mcp`] (a native program, so the
+//! default mode asks). The child runs confined by its grants
+//! (`airlock_native`) unless its configuration says `sandbox = false`. It
+//! owns the child's process group, the connection
 //! and the mapping of the server's tools and results; it knows nothing
 //! about the host that mounts them. Its invariants (the child's
 //! environment and lifetime, reuse across loads, bounded and cancelled
@@ -18,11 +20,12 @@ mod tool;
 
 pub use tool::McpTool;
 
-use airlock_core::config::{Config, McpServerConfig};
+use airlock_core::config::{Config, McpServerConfig, ServerWorkspace};
+use airlock_core::descriptor::WorkspaceAccess;
 use airlock_core::error::LoadError;
 use airlock_core::tool::ToolOrigin;
 use bounds::{line_bound, list_tools};
-use connection::{Connection, connect};
+use connection::{Connection, Launch, connect};
 use describe::tools_of;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,7 +63,17 @@ pub async fn mount(config: &Config, previous: &Servers) -> Mounted {
         }
         let (name, server) = (name.clone(), server.clone());
         let cwd = server.cwd.clone().or_else(|| config.workspace.clone());
-        let from = (server, cwd);
+        let may_write = server.workspace == ServerWorkspace::ReadWrite
+            && config.workspace_access == WorkspaceAccess::ReadWrite;
+        let workspace = (config.workspace.clone())
+            .filter(|_| server.workspace != ServerWorkspace::None)
+            .filter(|_| config.workspace_access != WorkspaceAccess::None)
+            .map(|w| (w, may_write));
+        let from = Launch {
+            config: server,
+            cwd,
+            workspace,
+        };
         let running = previous
             .0
             .get(&name)
@@ -128,7 +141,7 @@ fn startup_time(config: &McpServerConfig) -> Duration {
 /// most [`RELIST`], and within the listing's bounds (a server that hangs
 /// or runs past one is started afresh).
 async fn relist(connection: &Connection) -> Result<Vec<rmcp::model::Tool>, String> {
-    let within = startup_time(&connection.started_from.0).min(RELIST);
+    let within = startup_time(&connection.started_from.config).min(RELIST);
     let listing = list_tools(connection.service.peer(), &connection.stdout);
     match tokio::time::timeout(within, listing).await {
         Ok(listed) => listed,

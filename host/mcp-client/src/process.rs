@@ -16,13 +16,19 @@ pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// is not reaped before that kill (its exit is observed with `WNOWAIT`).
 pub(crate) struct Process {
     pub(crate) child: tokio::process::Child,
+    /// A confined server's root, kept until it has exited.
+    _sandbox: Option<airlock_native::CallDir>,
     #[cfg(unix)]
     pub(crate) leader: Option<nix::unistd::Pid>,
 }
 
 impl Process {
-    pub(crate) fn new(child: tokio::process::Child) -> Process {
+    pub(crate) fn new(
+        child: tokio::process::Child,
+        sandbox: Option<airlock_native::CallDir>,
+    ) -> Process {
         Process {
+            _sandbox: sandbox,
             #[cfg(unix)]
             leader: child
                 .id()

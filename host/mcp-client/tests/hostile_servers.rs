@@ -43,6 +43,11 @@ async fn mount_hostile(mode: &str) -> Mounted {
             enabled: None,
             defer_loading: false,
             startup_timeout_ms: Some(10_000),
+            // The test binary cannot be the sandbox helper (the `airlock`
+            // binary is; host/cli/tests/mcp.rs runs servers confined).
+            sandbox: false,
+            workspace: Default::default(),
+            read: Vec::new(),
         },
     );
     let before = reset_peak();

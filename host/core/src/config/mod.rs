@@ -21,12 +21,14 @@
 mod expand;
 pub mod hooks;
 mod load;
+mod mcp_server;
 pub mod settings;
 
 use crate::descriptor::WorkspaceAccess;
 use crate::permissions::PermissionsConfig;
 pub use expand::expand;
 use hooks::HooksConfig;
+pub use mcp_server::{McpServerConfig, ServerWorkspace};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -99,8 +101,9 @@ pub struct Config {
     #[serde(skip)]
     pub source: Option<PathBuf>,
     /// External MCP servers (stdio) whose tools are mounted as
-    /// `mcp__NAME__TOOL` (see [`McpServerConfig`]). They run outside the
-    /// sandbox, so their calls ask in the default mode.
+    /// `mcp__NAME__TOOL` (see [`McpServerConfig`]). They run confined as
+    /// native programs, not as components, so their calls ask in the
+    /// default mode.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// Whose signatures `airlock install` accepts for tools from which
@@ -474,42 +477,6 @@ impl TrustRule {
         }
         None
     }
-}
-
-/// An external MCP server, started as a child process speaking MCP on its
-/// stdin and stdout (`[mcp_servers.NAME]`, with the `command`, `args` and
-/// `env` of a `.mcp.json` stdio entry, in which `${VAR}` and
-/// `${VAR:-default}` are expanded from Airlock's environment when it
-/// starts, as Claude Code does). It is not sandboxed: it runs with
-/// the user's rights, so only configure servers you trust; its calls are
-/// asked about unless a rule allows them (or the mode bypasses
-/// permissions).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    /// The program (found on `PATH` when not a path); `${VAR}` expanded.
-    pub command: String,
-    /// Its arguments; `${VAR}` expanded.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Its environment: only `PATH`, `HOME` and these are passed (the
-    /// host's own environment is not, but a value may name a variable of
-    /// it: `GITHUB_TOKEN = "${GITHUB_TOKEN}"`).
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Its working directory (default: the workspace, else Airlock's).
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    /// Switches the server off (a runtime gate) when `false`.
-    #[serde(default)]
-    pub enabled: Option<bool>,
-    /// Lists its tools by name only, until `tool_search` finds them
-    /// (a tool's `_meta["anthropic/alwaysLoad"]` keeps it listed).
-    #[serde(default)]
-    pub defer_loading: bool,
-    /// How long starting it and listing its tools may take (default 30 s).
-    #[serde(default)]
-    pub startup_timeout_ms: Option<u64>,
 }
 
 /// When the built-in `tool_search` tool is offered.

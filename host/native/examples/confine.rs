@@ -1,0 +1,124 @@
+//! Runs one program confined, from the command line: for trying the
+//! native tier by hand and for timing it (`scripts/native_spawn.sh`).
+//!
+//! ```text
+//! confine [--plain] [--repeat N] [--read PATH]... [--write PATH]... [--read-only] -- PROGRAM [ARGS]...
+//! ```
+//!
+//! The working directory is the current one (grant it); `PROGRAM` is found
+//! on `PATH`. `--plain` starts it unconfined, as the baseline a host pays
+//! anyway. `--repeat N` starts it N times from this one process, as a host
+//! does (after one start that is not counted), its output discarded, and
+//! prints the median, 10th and 90th percentile of a start to its end.
+//! Exits with the program's status, or 125 when it was refused.
+
+use airlock_native::{Confinement, Helper, resolve};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    airlock_native::serve_if_asked();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let mut confinement = Confinement::new(&cwd);
+    let (mut plain, mut read_only, mut repeat) = (false, false, 0usize);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--plain" => plain = true,
+            "--read-only" => read_only = true,
+            "--repeat" => repeat = args.next().and_then(|n| n.parse().ok()).unwrap_or(0),
+            "--read" => confinement.read.extend(args.next().map(PathBuf::from)),
+            "--write" => confinement.write.extend(args.next().map(PathBuf::from)),
+            "--" => break,
+            other => {
+                eprintln!("confine: unknown argument {other:?}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(program) = args.next() else {
+        eprintln!("confine: give a program after `--`");
+        return ExitCode::from(2);
+    };
+    let rest: Vec<String> = args.collect();
+    let path = std::env::var_os("PATH");
+    if read_only {
+        confinement = confinement.read_only();
+    }
+    let helper = Helper::current_exe();
+    let start = || {
+        let program = resolve(&program, path.as_deref())?;
+        if plain {
+            let mut command = Command::new(&program);
+            command.args(&rest);
+            return Ok((command, None));
+        }
+        let (command, dir) =
+            helper
+                .as_ref()
+                .map_err(Clone::clone)?
+                .command(&confinement, &program, &rest)?;
+        Ok((command, Some(dir)))
+    };
+    if repeat > 0 {
+        return timed(repeat, start);
+    }
+    let started = start().map(|(mut command, dir)| (command.status(), dir));
+    match started {
+        Ok((Ok(status), _dir)) => ExitCode::from(status.code().unwrap_or(128) as u8),
+        Ok((Err(e), _)) => {
+            eprintln!("confine: cannot start the program: {e}");
+            ExitCode::from(125)
+        }
+        Err(refused) => {
+            eprintln!("confine: {refused}");
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// Starts the program `1 + repeat` times, output discarded, and prints the
+/// times of all but the first.
+fn timed(
+    repeat: usize,
+    start: impl Fn() -> Result<(Command, Option<airlock_native::CallDir>), airlock_native::Refused>,
+) -> ExitCode {
+    let mut times = Vec::with_capacity(repeat);
+    for i in 0..=repeat {
+        let began = Instant::now();
+        let status: Result<ExitStatus, String> =
+            start()
+                .map_err(|e| e.to_string())
+                .and_then(|(mut command, _dir)| {
+                    let run = command
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null());
+                    run.status().map_err(|e| e.to_string())
+                });
+        match status {
+            Ok(status) if status.success() => {}
+            Ok(status) => {
+                eprintln!("confine: the program failed ({status})");
+                return ExitCode::from(1);
+            }
+            Err(e) => {
+                eprintln!("confine: {e}");
+                return ExitCode::from(125);
+            }
+        }
+        if i > 0 {
+            times.push(began.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "median {:.2} ms  p10 {:.2} ms  p90 {:.2} ms  ({repeat} starts)",
+        at(0.5),
+        at(0.1),
+        at(0.9)
+    );
+    ExitCode::SUCCESS
+}

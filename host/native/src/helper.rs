@@ -1,0 +1,675 @@
+//! The helper on Linux. Three processes, each single-threaded:
+//!
+//! - the helper itself joins a pids cgroup when it can make one, makes new
+//!   user, mount, pid and network namespaces, maps its own uid and gid
+//!   (so file owners, and git's ownership check, look as outside), forks,
+//!   waits and exits with the program's status;
+//! - its child is pid 1 of the new pid namespace: it builds the program's
+//!   root (the system's runtime, the grants and a private `/tmp`, bound at
+//!   their own paths onto a tmpfs) and pivots into it, then forks the
+//!   program and reaps; when it exits the kernel kills every process left
+//!   in the namespace, `setsid` or not;
+//! - the program's process sets its rlimits, drops every capability,
+//!   restricts itself with Landlock and seccomp and executes the program
+//!   with a clean environment.
+//!
+//! A step that fails ends the helper with status 125 and a message that
+//! names it ([`crate::fail`]).
+
+use crate::plan::{ETC, Plan, SYSTEM};
+use crate::{READY, fail};
+use std::ffi::{CString, OsStr};
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+/// Runs `plan` as the helper; never returns.
+pub(crate) fn run(plan: Plan) -> ! {
+    let pids = pids::enter(&plan);
+    ignore_termination();
+    // SAFETY: getuid and getgid cannot fail and touch no memory of ours.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let namespaces =
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET;
+    // SAFETY: unshare takes flags only; the helper is single-threaded, as
+    // a new user namespace requires.
+    if unsafe { libc::unshare(namespaces) } != 0 {
+        fail(&format!(
+            "user namespaces are not available ({}); native programs need them",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let maps = [
+        ("/proc/self/setgroups", "deny".to_string()),
+        ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+        ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+    ];
+    for (file, map) in maps {
+        if let Err(e) = fs::write(file, map) {
+            fail(&format!("cannot write {file}: {e}"));
+        }
+    }
+    let init = fork();
+    if init == 0 {
+        self::init(&plan);
+    }
+    let status = wait_for(init);
+    pids::leave(pids);
+    std::process::exit(status)
+}
+
+/// Removes the pids cgroup `name` if it is left (its helper was killed
+/// before it could); a cgroup still in use is not removed.
+pub(crate) fn forget_pids(name: &OsStr) {
+    for parent in pids::parents() {
+        let _ = fs::remove_dir(parent.join(name));
+    }
+}
+
+/// The pid namespace's first process: builds the root, starts the program
+/// and reaps until it exits.
+fn init(plan: &Plan) -> ! {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    if let Err(e) = build_root(plan) {
+        fail(&e);
+    }
+    let program = fork();
+    if program == 0 {
+        run_program(plan);
+    }
+    std::process::exit(wait_for(program))
+}
+
+/// Waits for `child`, reaping whatever else exits meanwhile (orphans come
+/// to pid 1), and returns its status as a shell gives it.
+fn wait_for(child: libc::pid_t) -> i32 {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid place for waitpid to write.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == child {
+            return if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128 + libc::WTERMSIG(status)
+            };
+        }
+        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            fail(&format!(
+                "lost the program: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+}
+
+fn fork() -> libc::pid_t {
+    // SAFETY: the helper is single-threaded, so the child may go on
+    // running Rust code, allocating included.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        fail(&format!("cannot fork: {}", std::io::Error::last_os_error()));
+    }
+    pid
+}
+
+/// SIGTERM, SIGINT and SIGHUP sent to the process group reach the program
+/// itself: the helper and pid 1 only wake (a handler, which `execve`
+/// resets, rather than ignoring, which the program would inherit).
+fn ignore_termination() {
+    extern "C" fn wake(_: libc::c_int) {}
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: `wake` is async-signal-safe (it does nothing).
+        unsafe { libc::signal(signal, wake as *const () as libc::sighandler_t) };
+    }
+}
+
+/// Builds the program's root on `plan.root` and pivots into it.
+fn build_root(plan: &Plan) -> Result<(), String> {
+    let root = &plan.root;
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )?;
+    let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
+    mount(
+        Some(Path::new("tmpfs")),
+        root,
+        Some("tmpfs"),
+        nosuid,
+        Some("mode=0755,size=1m"),
+    )?;
+    for system in SYSTEM {
+        let path = Path::new(system);
+        match fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = fs::read_link(path).map_err(|e| format!("{system}: {e}"))?;
+                std::os::unix::fs::symlink(target, inside(root, path))
+                    .map_err(|e| format!("cannot link {system}: {e}"))?;
+            }
+            Ok(_) => bind(path, root, false)?,
+            Err(_) => {}
+        }
+    }
+    for etc in ETC {
+        if Path::new(etc).exists() {
+            bind(Path::new(etc), root, false)?;
+        }
+    }
+    let dev = inside(root, Path::new("/dev"));
+    fs::create_dir(&dev).map_err(|e| format!("cannot make /dev: {e}"))?;
+    for device in ["null", "zero", "full", "random", "urandom"] {
+        bind(&Path::new("/dev").join(device), root, true)?;
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(link))
+            .map_err(|e| format!("cannot link /dev/{link}: {e}"))?;
+    }
+    let proc = inside(root, Path::new("/proc"));
+    fs::create_dir(&proc).map_err(|e| format!("cannot make /proc: {e}"))?;
+    let noexec = nosuid | libc::MS_NOEXEC;
+    mount(Some(Path::new("proc")), &proc, Some("proc"), noexec, None)?;
+    let tmp = inside(root, Path::new("/tmp"));
+    fs::create_dir(&tmp).map_err(|e| format!("cannot make /tmp: {e}"))?;
+    let size = format!("mode=1777,size={}", plan.confinement.limits.tmp_bytes);
+    mount(
+        Some(Path::new("tmpfs")),
+        &tmp,
+        Some("tmpfs"),
+        nosuid,
+        Some(&size),
+    )?;
+    for (path, writable) in grants(plan) {
+        bind(&path, root, writable)?;
+    }
+    remount_read_only(root, nosuid)?;
+    pivot(root)?;
+    std::env::set_current_dir(&plan.confinement.cwd).map_err(|e| {
+        format!(
+            "cannot work in {}: {e} (the working directory must lie in a grant)",
+            plan.confinement.cwd.display()
+        )
+    })
+}
+
+/// The grants, outer paths first (a grant inside another is bound over
+/// it), the program itself among the read ones when no grant or system
+/// directory holds it.
+fn grants(plan: &Plan) -> Vec<(PathBuf, bool)> {
+    let confinement = &plan.confinement;
+    let mut grants: Vec<(PathBuf, bool)> = (confinement.read.iter().map(|p| (p.clone(), false)))
+        .chain(confinement.write.iter().map(|p| (p.clone(), true)))
+        .collect();
+    let held = |program: &Path| {
+        SYSTEM.iter().any(|s| program.starts_with(s))
+            || grants.iter().any(|(g, _)| program.starts_with(g))
+    };
+    if !plan.probe && !held(&plan.program) {
+        grants.push((plan.program.clone(), false));
+    }
+    grants.sort_by_key(|(path, _)| path.components().count());
+    grants
+}
+
+/// `path` under `root`.
+fn inside(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Binds `path` at the same path under `root`, read-only unless
+/// `writable`.
+fn bind(path: &Path, root: &Path, writable: bool) -> Result<(), String> {
+    let target = inside(root, path);
+    let shown = path.display();
+    let meta = fs::metadata(path).map_err(|e| format!("cannot grant {shown}: {e}"))?;
+    if meta.is_dir() {
+        fs::create_dir_all(&target).map_err(|e| format!("cannot place {shown}: {e}"))?;
+    } else if !target.exists() {
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(|e| format!("cannot place {shown}: {e}"))?;
+        }
+        fs::File::create(&target).map_err(|e| format!("cannot place {shown}: {e}"))?;
+    }
+    mount(
+        Some(path),
+        &target,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )?;
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | locked_flags(&target)?;
+    if !writable {
+        flags |= libc::MS_RDONLY;
+    }
+    mount(None, &target, None, flags, None)
+}
+
+/// The flags a bind mount in a user namespace must keep when remounted
+/// (the kernel refuses to clear those the outer mount has).
+fn locked_flags(target: &Path) -> Result<libc::c_ulong, String> {
+    let path = c_path(target)?;
+    // SAFETY: a zeroed statvfs is a valid value to be overwritten.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated path and `stat` a valid place.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return Err(format!(
+            "cannot read the mount flags of {}: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    let pairs = [
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    Ok(pairs
+        .iter()
+        .filter(|(st, _)| stat.f_flag & st == *st)
+        .fold(0, |flags, (_, ms)| flags | ms))
+}
+
+/// Makes the root's own tmpfs read-only, once everything is placed on it.
+fn remount_read_only(root: &Path, flags: libc::c_ulong) -> Result<(), String> {
+    mount(
+        None,
+        root,
+        None,
+        libc::MS_REMOUNT | libc::MS_RDONLY | flags,
+        None,
+    )
+}
+
+/// Makes `root` the root, the old one detached.
+fn pivot(root: &Path) -> Result<(), String> {
+    std::env::set_current_dir(root).map_err(|e| format!("cannot enter the root: {e}"))?;
+    let dot = c".";
+    // SAFETY: both arguments are NUL-terminated paths.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) } != 0 {
+        return Err(format!(
+            "cannot pivot into the root: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a NUL-terminated path and integer flags.
+    if unsafe { libc::umount2(dot.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(format!(
+            "cannot detach the old root: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    std::env::set_current_dir("/").map_err(|e| format!("cannot enter the root: {e}"))
+}
+
+fn c_path(path: &Path) -> Result<CString, String> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{} holds a NUL byte", path.display()))
+}
+
+fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    kind: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<(), String> {
+    let source = source.map(c_path).transpose()?;
+    let c_target = c_path(target)?;
+    let kind = kind.map(|k| CString::new(k).unwrap_or_default());
+    let data = data.map(|d| CString::new(d).unwrap_or_default());
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is null or a NUL-terminated string that lives
+    // across the call.
+    let done = unsafe {
+        libc::mount(
+            ptr(&source),
+            c_target.as_ptr(),
+            ptr(&kind),
+            flags,
+            ptr(&data).cast(),
+        )
+    };
+    if done != 0 {
+        return Err(format!(
+            "cannot mount {}: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// The program's process: limits, privileges, Landlock, seccomp, then the
+/// program.
+fn run_program(plan: &Plan) -> ! {
+    let confinement = &plan.confinement;
+    if let Err(e) = limits::apply(&confinement.limits) {
+        fail(&e);
+    }
+    if let Err(e) = drop_privileges() {
+        fail(&e);
+    }
+    if let Err(e) = landlock::restrict(&confinement.write) {
+        fail(&e);
+    }
+    if let Err(e) = seccomp::restrict() {
+        fail(&e);
+    }
+    close_inherited();
+    if plan.probe {
+        println!("{READY}");
+        std::process::exit(0);
+    }
+    let mut command = std::process::Command::new(&plan.program);
+    command
+        .args(&plan.args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/tmp")
+        .env("TMPDIR", "/tmp")
+        .env("LANG", "C.UTF-8")
+        .envs(&confinement.env);
+    let error = command.exec();
+    eprintln!(
+        "airlock sandbox: cannot run {}: {error}",
+        plan.program.display()
+    );
+    std::process::exit(if error.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    })
+}
+
+/// No capability survives into the program, for root inside the
+/// namespace too: an empty bounding set, no ambient ones, root's
+/// exec-time gains switched off and locked, and `no_new_privs` (setuid
+/// bits and file capabilities do nothing).
+fn drop_privileges() -> Result<(), String> {
+    let error = |what: &str| format!("cannot {what}: {}", std::io::Error::last_os_error());
+    for capability in 0..=63 {
+        // SAFETY: prctl with integer arguments only.
+        let dropped = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
+        if dropped != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(error("drop capabilities"));
+        }
+    }
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(error("clear ambient capabilities"));
+        }
+        // SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, their locks and
+        // SECBIT_KEEP_CAPS_LOCKED.
+        if libc::prctl(libc::PR_SET_SECUREBITS, 0x2f, 0, 0, 0) != 0 {
+            return Err(error("lock root's capabilities away"));
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(error("set no_new_privs"));
+        }
+    }
+    Ok(())
+}
+
+/// Closes every descriptor above the standard three, so nothing of the
+/// host's reaches the program.
+fn close_inherited() {
+    // SAFETY: close_range with integer arguments only.
+    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+}
+
+mod limits {
+    //! The program's rlimits.
+
+    use crate::plan::Limits;
+
+    /// Sets `limits` on this process (inherited by the program).
+    pub(super) fn apply(limits: &Limits) -> Result<(), String> {
+        let cpu = limits.cpu_seconds.map(|s| (s, s + 1));
+        let pairs = [
+            (
+                libc::RLIMIT_NOFILE,
+                Some((limits.open_files, limits.open_files)),
+            ),
+            (
+                libc::RLIMIT_NPROC,
+                Some((limits.processes, limits.processes)),
+            ),
+            (libc::RLIMIT_CORE, Some((0, 0))),
+            (libc::RLIMIT_AS, limits.memory_bytes.map(|b| (b, b))),
+            (libc::RLIMIT_FSIZE, limits.file_bytes.map(|b| (b, b))),
+            (libc::RLIMIT_CPU, cpu),
+        ];
+        for (resource, limit) in pairs {
+            let Some((soft, hard)) = limit else { continue };
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            // SAFETY: `limit` is a valid rlimit.
+            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+                return Err(format!(
+                    "cannot set a limit: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+mod landlock {
+    //! Landlock, inside the new root: everything there readable (it holds
+    //! only what was bound), the grants the call may write and the private
+    //! `/tmp` writable, no TCP at all, no abstract unix sockets or signals
+    //! outside the program's own processes.
+
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+        Scope, path_beneath_rules,
+    };
+    use std::path::PathBuf;
+
+    /// Restricts this process (and the program) to the new root's view.
+    pub(super) fn restrict(writable: &[PathBuf]) -> Result<(), String> {
+        let abi = ABI::V6;
+        let error = |e: landlock::RulesetError| format!("cannot set up Landlock: {e}");
+        let devices = ["/dev/null", "/dev/zero", "/dev/full"];
+        let mut write = writable.to_vec();
+        write.push(PathBuf::from("/tmp"));
+        let top: Vec<PathBuf> = std::fs::read_dir("/")
+            .map_err(|e| format!("cannot list the root: {e}"))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .collect();
+        let status = Ruleset::default()
+            .handle_access(AccessFs::from_all(abi))
+            .and_then(|r| r.handle_access(AccessNet::from_all(abi)))
+            .and_then(|r| r.scope(Scope::from_all(abi)))
+            .and_then(|r| r.create())
+            .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::ReadDir)))
+            .and_then(|r| r.add_rules(path_beneath_rules(&top, AccessFs::from_read(abi))))
+            .and_then(|r| r.add_rules(path_beneath_rules(devices, AccessFs::from_file(abi))))
+            .and_then(|r| r.add_rules(path_beneath_rules(&write, AccessFs::from_all(abi))))
+            .and_then(|r| r.restrict_self())
+            .map_err(error)?;
+        if status.ruleset == RulesetStatus::NotEnforced {
+            return Err("this kernel does not enforce Landlock; native programs need it".into());
+        }
+        Ok(())
+    }
+}
+
+mod seccomp {
+    //! The seccomp deny list: what a program has no business calling and
+    //! that would reach past the namespaces or Landlock. Denied calls fail
+    //! with EPERM; `clone3` fails with ENOSYS, so C libraries fall back to
+    //! `clone`, whose flags the filter can read.
+
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    use std::collections::BTreeMap;
+
+    const DENIED: &[libc::c_long] = &[
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_mount_setattr,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_userfaultfd,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_reboot,
+        libc::SYS_acct,
+        libc::SYS_quotactl,
+    ];
+
+    /// `clone` flags that make namespaces.
+    const NAMESPACES: &[libc::c_int] = &[
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWCGROUP,
+    ];
+
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: TargetArch = TargetArch::x86_64;
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: TargetArch = TargetArch::aarch64;
+
+    /// Installs both filters on this process (inherited by the program).
+    pub(super) fn restrict() -> Result<(), String> {
+        let error = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
+        let mut denied: BTreeMap<i64, Vec<SeccompRule>> =
+            DENIED.iter().map(|call| (*call, Vec::new())).collect();
+        let mut clone = Vec::new();
+        for flag in NAMESPACES {
+            let flag = *flag as u64;
+            let condition = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(flag),
+                flag,
+            )
+            .map_err(error)?;
+            clone.push(SeccompRule::new(vec![condition]).map_err(error)?);
+        }
+        denied.insert(libc::SYS_clone, clone);
+        let eperm = SeccompAction::Errno(libc::EPERM as u32);
+        let deny = SeccompFilter::new(denied, SeccompAction::Allow, eperm, ARCH).map_err(error)?;
+        let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
+        let clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+        let clone3 =
+            SeccompFilter::new(clone3, SeccompAction::Allow, enosys, ARCH).map_err(error)?;
+        for filter in [deny, clone3] {
+            let program: BpfProgram = filter
+                .try_into()
+                .map_err(|e| format!("cannot compile the seccomp filter: {e}"))?;
+            seccompiler::apply_filter(&program)
+                .map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+mod pids {
+    //! The bound on processes that holds for root too: a pids cgroup the
+    //! helper joins before it makes its namespaces (root's processes are
+    //! exempt from `RLIMIT_NPROC`). Made where this process may make one:
+    //! cgroup v1's pids hierarchy, or a child of its own cgroup in v2.
+
+    use crate::plan::Plan;
+    use std::fs;
+    use std::path::PathBuf;
+
+    /// Joins a new pids cgroup bounded at the plan's processes (plus the
+    /// helper and pid 1); `None` when none can be made here.
+    pub(super) fn enter(plan: &Plan) -> Option<PathBuf> {
+        let name = plan.root.file_name()?;
+        let max = plan.confinement.limits.processes + 2;
+        let pid = std::process::id().to_string();
+        for parent in parents() {
+            let group = parent.join(name);
+            if fs::create_dir(&group).is_err() {
+                continue;
+            }
+            let joined = fs::write(group.join("pids.max"), max.to_string())
+                .and_then(|()| fs::write(group.join("cgroup.procs"), &pid));
+            if joined.is_ok() {
+                return Some(group);
+            }
+            let _ = fs::remove_dir(&group);
+        }
+        None
+    }
+
+    /// Moves the helper back out and removes the cgroup, once the program
+    /// and its namespace are gone.
+    pub(super) fn leave(group: Option<PathBuf>) {
+        let Some(group) = group else { return };
+        if let Some(parent) = group.parent() {
+            let _ = fs::write(parent.join("cgroup.procs"), std::process::id().to_string());
+        }
+        let _ = fs::remove_dir(&group);
+    }
+
+    /// Where a pids cgroup may be made: v1's hierarchy, v2's own cgroup.
+    pub(super) fn parents() -> Vec<PathBuf> {
+        let mut parents = vec![PathBuf::from("/sys/fs/cgroup/pids")];
+        if let Ok(own) = fs::read_to_string("/proc/self/cgroup")
+            && let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::"))
+        {
+            parents.push(PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/')));
+        }
+        parents
+    }
+}

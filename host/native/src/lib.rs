@@ -1,0 +1,229 @@
+//! Native programs confined by the grants Airlock computes: the second
+//! tier beside components, for the programs an agent runs through `bash`
+//! and for external MCP servers.
+//!
+//! A [`Confinement`] says what a program may reach: directories to read
+//! (and execute from), directories to write, its working directory, its
+//! environment and its limits. [`Helper::command`] turns it into a
+//! [`std::process::Command`] that runs the program through a helper
+//! process: a fresh, single-threaded copy of the embedding binary (setting
+//! up namespaces after a fork inside a multithreaded host is unsafe). On
+//! Linux the helper ([`helper`]) gives the program user, mount, pid and
+//! network namespaces with a minimal root holding only the system's
+//! read-only runtime, the grants and a private `/tmp`; then Landlock, a
+//! seccomp deny list, `no_new_privs`, an empty capability bounding set,
+//! rlimits and a clean environment. Where the kernel lacks what this
+//! needs, and on other systems, programs are refused ([`Refused`]), never
+//! run unconfined.
+//!
+//! The embedding binary's `main` calls [`serve_if_asked`] first, so the
+//! binary is its own helper and nothing else is installed:
+//!
+//! ```no_run
+//! // First thing in `main`: a helper confines itself and runs its program
+//! // here, never returning; any other start goes on.
+//! airlock_native::serve_if_asked();
+//! ```
+//!
+//! It knows nothing about tools, calls, permissions or MCP: the grants it
+//! is given are the whole policy.
+
+#[cfg(target_os = "linux")]
+mod helper;
+mod plan;
+
+pub use plan::{Confinement, Limits};
+
+use plan::Plan;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// The environment variable that carries a helper its [`Plan`] (as JSON):
+/// a binary started with it set is a helper ([`serve_if_asked`]). An
+/// environment variable rather than an argument: a program's arguments
+/// are readable by every user, its environment only by its own.
+const PLAN_VAR: &str = "AIRLOCK_SANDBOX_PLAN";
+
+/// What a helper prints on stdout when asked only to check that it can
+/// confine ([`Helper::check`]): a binary that does not print it is not a
+/// helper.
+const READY: &str = "airlock-sandbox ready 1";
+
+/// Why a program was not run: the system cannot confine it, or the
+/// grants do not allow it. Nothing runs unconfined.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// If this process was started as a sandbox helper, confines itself as its
+/// plan says and runs the program; it never returns then (the process
+/// exits with the program's status). Otherwise it returns at once. Call it
+/// first in `main`, before any thread starts.
+pub fn serve_if_asked() {
+    let Some(plan) = std::env::var_os(PLAN_VAR) else {
+        return;
+    };
+    // SAFETY: called first in `main`, before any other thread exists, so
+    // nothing reads the environment concurrently.
+    unsafe { std::env::remove_var(PLAN_VAR) };
+    let plan: Plan = match serde_json::from_slice(plan.as_encoded_bytes()) {
+        Ok(plan) => plan,
+        Err(e) => fail(&format!("the helper's plan is not valid: {e}")),
+    };
+    #[cfg(target_os = "linux")]
+    helper::run(plan);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = plan;
+        fail(UNSUPPORTED)
+    }
+}
+
+/// Why a helper gives up before the program runs: the message on stderr
+/// and exit status 125 (as `env` and `timeout` use for their own failures).
+fn fail(message: &str) -> ! {
+    eprintln!("airlock sandbox: {message}");
+    std::process::exit(125)
+}
+
+/// The refusal on systems the native tier does not support yet.
+#[cfg(not(target_os = "linux"))]
+const UNSUPPORTED: &str = "native programs run only on Linux (Landlock, seccomp and namespaces); \
+     on this system they are refused rather than run unconfined";
+
+/// The binary that confines programs: one whose `main` calls
+/// [`serve_if_asked`] first (the `airlock` binary does).
+#[derive(Debug)]
+pub struct Helper {
+    exe: PathBuf,
+    checked: OnceLock<Result<(), Refused>>,
+}
+
+impl Helper {
+    /// The helper at `exe`.
+    pub fn new(exe: impl Into<PathBuf>) -> Helper {
+        Helper {
+            exe: exe.into(),
+            checked: OnceLock::new(),
+        }
+    }
+
+    /// The running binary as its own helper.
+    pub fn current_exe() -> Result<Helper, Refused> {
+        std::env::current_exe().map(Helper::new).map_err(|e| {
+            Refused(format!(
+                "cannot find the running binary to confine with: {e}"
+            ))
+        })
+    }
+
+    /// The helper's path.
+    pub fn exe(&self) -> &Path {
+        &self.exe
+    }
+
+    /// Whether this system can confine programs, checked once by running
+    /// the helper through every step but the program's start: a kernel
+    /// without user namespaces or Landlock, another system, or a binary
+    /// that is not a helper gives the reason.
+    pub fn check(&self) -> Result<(), Refused> {
+        self.checked.get_or_init(|| self.probe()).clone()
+    }
+
+    fn probe(&self) -> Result<(), Refused> {
+        let confinement = Confinement::new(std::env::temp_dir());
+        let plan = Plan::new(&confinement, Path::new("/"), &[], true);
+        let (mut command, _dir) = self.prepared(plan)?;
+        let output = command
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Refused(format!("cannot start {}: {e}", self.exe.display())))?;
+        let said = String::from_utf8_lossy(&output.stdout);
+        if output.status.success() && said.trim_end() == READY {
+            return Ok(());
+        }
+        let reason = String::from_utf8_lossy(&output.stderr);
+        let reason = reason.trim();
+        Err(Refused(if reason.starts_with("airlock sandbox: ") {
+            format!("native programs cannot be confined here, so they are refused: {reason}")
+        } else {
+            format!(
+                "{} is not a sandbox helper (its main must call airlock_native::serve_if_asked \
+                 first), so native programs are refused",
+                self.exe.display()
+            )
+        }))
+    }
+
+    /// A command that runs `program` with `args`, confined as
+    /// `confinement` says; its standard streams are the caller's to set.
+    /// The returned [`CallDir`] must live until the program has exited.
+    /// Refused when the system cannot confine ([`Helper::check`]), when
+    /// `program` is not an absolute path to a file, or when it lies inside
+    /// a directory the program may write (it could be replaced).
+    pub fn command(
+        &self,
+        confinement: &Confinement,
+        program: &Path,
+        args: &[String],
+    ) -> Result<(Command, CallDir), Refused> {
+        self.check()?;
+        let program = confinement.runnable(program)?;
+        self.prepared(Plan::new(confinement, &program, args, false))
+    }
+
+    fn prepared(&self, mut plan: Plan) -> Result<(Command, CallDir), Refused> {
+        let dir = tempfile::Builder::new()
+            .prefix("airlock-sandbox-")
+            .tempdir()
+            .map_err(|e| Refused(format!("cannot make the sandbox's directory: {e}")))?;
+        plan.root = dir.path().to_path_buf();
+        let plan = serde_json::to_string(&plan)
+            .map_err(|e| Refused(format!("cannot write the sandbox's plan: {e}")))?;
+        let mut command = Command::new(&self.exe);
+        command.env_clear().env(PLAN_VAR, plan);
+        Ok((command, CallDir(dir)))
+    }
+}
+
+/// The directory a confined program's root is mounted on (empty on the
+/// host's side), removed when dropped, with the pids cgroup named after
+/// it if a killed helper left it: keep it until the program exits.
+#[derive(Debug)]
+pub struct CallDir(tempfile::TempDir);
+
+impl Drop for CallDir {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(name) = self.0.path().file_name() {
+            helper::forget_pids(name);
+        }
+    }
+}
+
+/// Finds `name` on `path` (a `PATH` value) as the operator's shell would,
+/// or takes it as it is when it names a path.
+pub fn resolve(name: &str, path: Option<&OsStr>) -> Result<PathBuf, Refused> {
+    if name.contains('/') {
+        return Ok(PathBuf::from(name));
+    }
+    let found = path
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate));
+    found.ok_or_else(|| Refused(format!("{name:?} is not on PATH")))
+}
+
+fn is_executable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    path.is_file()
+}

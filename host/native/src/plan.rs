@@ -1,0 +1,161 @@
+//! What a confined program may reach ([`Confinement`], [`Limits`]) and the
+//! plan a helper is handed ([`Plan`]).
+
+use crate::Refused;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The system's read-only runtime every confined program sees: the
+/// programs and libraries under these (or the links to them) are bound
+/// read-only into its root.
+pub(crate) const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// What of `/etc` programs need (the loader's cache, users and groups for
+/// `id` and git, time zone, TLS roots, alternatives' links): not all of
+/// it, which would show a root caller `/etc/shadow`.
+pub(crate) const ETC: &[&str] = &[
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/alternatives",
+    "/etc/gitconfig",
+    "/etc/mime.types",
+];
+
+/// What a confined program may reach. Paths are absolute; they appear
+/// inside at the same paths as outside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    /// Directories (or files) it may read and execute from.
+    pub read: Vec<PathBuf>,
+    /// Directories (or files) it may also write.
+    pub write: Vec<PathBuf>,
+    /// Its working directory: inside a grant.
+    pub cwd: PathBuf,
+    /// Its environment, over a clean one of `PATH`, `HOME` and `TMPDIR`
+    /// (both the private `/tmp`) and `LANG`; nothing of the host's.
+    pub env: BTreeMap<String, String>,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+impl Confinement {
+    /// Nothing granted, working in `cwd`, with the default limits.
+    pub fn new(cwd: impl Into<PathBuf>) -> Confinement {
+        Confinement {
+            read: Vec::new(),
+            write: Vec::new(),
+            cwd: cwd.into(),
+            env: BTreeMap::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// The same grants, none writable: what a read-only call gets,
+    /// whatever the program.
+    pub fn read_only(mut self) -> Confinement {
+        self.read.append(&mut self.write);
+        self
+    }
+
+    /// `program` as the helper runs it: an absolute path to a file that
+    /// no grant lets the program write (a program that could replace
+    /// itself, or be replaced by an earlier call, is not the one granted).
+    pub(crate) fn runnable(&self, program: &Path) -> Result<PathBuf, Refused> {
+        if !program.is_absolute() {
+            return Err(Refused(format!(
+                "{} is not an absolute path",
+                program.display()
+            )));
+        }
+        let real = program
+            .canonicalize()
+            .map_err(|e| Refused(format!("{}: {e}", program.display())))?;
+        if !real.is_file() {
+            return Err(Refused(format!("{} is not a file", program.display())));
+        }
+        for granted in &self.write {
+            let granted = granted.canonicalize().unwrap_or_else(|_| granted.clone());
+            if real.starts_with(&granted) {
+                return Err(Refused(format!(
+                    "{} lies inside {}, which the program may write, so it could be replaced; \
+                     it is refused",
+                    real.display(),
+                    granted.display()
+                )));
+            }
+        }
+        Ok(program.to_path_buf())
+    }
+}
+
+/// Bounds on a confined program and everything it starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Address space per process, in bytes (`RLIMIT_AS`).
+    pub memory_bytes: Option<u64>,
+    /// CPU time per process, in seconds (`RLIMIT_CPU`).
+    pub cpu_seconds: Option<u64>,
+    /// Largest file it may write, in bytes (`RLIMIT_FSIZE`).
+    pub file_bytes: Option<u64>,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+    /// Processes at once, the program included: the pid namespace's
+    /// `pids.max` where a pids cgroup can be made, else `RLIMIT_NPROC`.
+    pub processes: u64,
+    /// Size of the private `/tmp` (which is also `HOME`), in bytes.
+    pub tmp_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            memory_bytes: None,
+            cpu_seconds: None,
+            file_bytes: None,
+            open_files: 1024,
+            processes: 256,
+            tmp_bytes: 256 << 20,
+        }
+    }
+}
+
+/// What a helper is asked to do: run `program` with `args` confined as
+/// `confinement` says, its root mounted on `root` (an empty directory the
+/// caller made and removes); with `probe`, every step but the program's
+/// start, then report ready.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Plan {
+    pub(crate) confinement: Confinement,
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) probe: bool,
+    pub(crate) root: PathBuf,
+}
+
+impl Plan {
+    pub(crate) fn new(
+        confinement: &Confinement,
+        program: &Path,
+        args: &[String],
+        probe: bool,
+    ) -> Plan {
+        Plan {
+            confinement: confinement.clone(),
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            probe,
+            root: PathBuf::new(),
+        }
+    }
+}

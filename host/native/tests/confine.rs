@@ -1,0 +1,419 @@
+//! Real programs confined on the real kernel: what they may do, what is
+//! held (with the error the program sees), and the whole tree stopped.
+//! The test binary is its own sandbox helper (its `main` calls
+//! `serve_if_asked` first), so it runs without the test harness: cases
+//! are plain functions, run one after another, filtered by name.
+
+use airlock_native::{Confinement, Helper, Refused};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn main() -> std::process::ExitCode {
+    airlock_native::serve_if_asked();
+    let cases: &[(&str, fn())] = &[
+        ("probe_reports_ready", probe_reports_ready),
+        (
+            "grants_are_read_and_written_as_given",
+            grants_are_read_and_written_as_given,
+        ),
+        (
+            "a_read_only_call_writes_nothing",
+            a_read_only_call_writes_nothing,
+        ),
+        (
+            "nothing_outside_the_grants_is_there",
+            nothing_outside_the_grants_is_there,
+        ),
+        (
+            "no_network_and_no_host_sockets",
+            no_network_and_no_host_sockets,
+        ),
+        ("no_privileges_survive", no_privileges_survive),
+        (
+            "processes_and_memory_are_bounded",
+            processes_and_memory_are_bounded,
+        ),
+        ("the_whole_tree_is_killed", the_whole_tree_is_killed),
+        (
+            "git_reads_in_parallel_and_commits_only_when_writable",
+            git_reads_and_commits,
+        ),
+        (
+            "programs_that_could_be_replaced_are_refused",
+            programs_that_could_be_replaced_are_refused,
+        ),
+        (
+            "a_binary_that_is_not_a_helper_is_refused",
+            a_binary_that_is_not_a_helper_is_refused,
+        ),
+    ];
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let (mut failed, mut ran) = (Vec::new(), 0);
+    for (name, case) in cases {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        ran += 1;
+        let result = std::panic::catch_unwind(case);
+        println!(
+            "test {name} ... {}",
+            if result.is_ok() { "ok" } else { "FAILED" }
+        );
+        if result.is_err() {
+            failed.push(*name);
+        }
+    }
+    let (passed, outcome) = (
+        ran - failed.len(),
+        if failed.is_empty() { "ok" } else { "FAILED" },
+    );
+    println!(
+        "\ntest result: {outcome}. {passed} passed; {} failed",
+        failed.len()
+    );
+    if failed.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        println!("failed: {failed:?}");
+        std::process::ExitCode::FAILURE
+    }
+}
+
+fn helper() -> Helper {
+    Helper::current_exe().expect("the test binary is found")
+}
+
+/// A workspace with `a.txt`, and a directory beside it that is not granted
+/// holding `secret.txt`.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+fn scratch() -> Scratch {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let ws = dir.path().join("ws");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(ws.join("a.txt"), "a b\n").unwrap();
+    std::fs::write(outside.join("secret.txt"), "s3cret\n").unwrap();
+    Scratch {
+        ws: ws.canonicalize().unwrap(),
+        outside: outside.canonicalize().unwrap(),
+        _dir: dir,
+    }
+}
+
+fn writable(ws: &Path) -> Confinement {
+    let mut confinement = Confinement::new(ws);
+    confinement.write.push(ws.to_path_buf());
+    confinement
+}
+
+fn run(confinement: &Confinement, program: &str, args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (mut command, _dir) = helper()
+        .command(confinement, Path::new(program), &args)
+        .expect("the program may run");
+    command
+        .stdin(Stdio::null())
+        .output()
+        .expect("the helper starts")
+}
+
+fn python(confinement: &Confinement, code: &str) -> (i32, String) {
+    let out = run(confinement, PYTHON, &["-c", code]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn probe_reports_ready() {
+    assert_eq!(helper().check(), Ok(()));
+}
+
+fn grants_are_read_and_written_as_given() {
+    let s = scratch();
+    let (code, text) = python(
+        &writable(&s.ws),
+        "import os; print(open('a.txt').read().split()); open('b.txt','w').write('new'); \
+         print(os.getcwd()); print(sorted(os.environ))",
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("['a', 'b']"), "{text}");
+    assert!(text.contains(&s.ws.display().to_string()), "{text}");
+    assert!(
+        text.contains("['HOME', 'LANG', 'LC_CTYPE', 'PATH', 'TMPDIR']")
+            || text.contains("['HOME', 'LANG', 'PATH', 'TMPDIR']"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(s.ws.join("b.txt")).unwrap(), "new");
+}
+
+fn a_read_only_call_writes_nothing() {
+    let s = scratch();
+    let confinement = writable(&s.ws).read_only();
+    let (code, text) = python(&confinement, "open('b.txt','w').write('new')");
+    assert_ne!(code, 0);
+    assert!(text.contains("Read-only file system"), "{text}");
+    assert!(!s.ws.join("b.txt").exists());
+    let (code, text) = python(&confinement, "print(open('a.txt').read())");
+    assert_eq!((code, text.trim()), (0, "a b"));
+}
+
+fn nothing_outside_the_grants_is_there() {
+    let s = scratch();
+    let secret = s.outside.join("secret.txt").display().to_string();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    for path in [
+        secret.as_str(),
+        &home,
+        "/etc/shadow",
+        "/proc/1/root/etc/shadow",
+        "/root/.ssh",
+    ] {
+        let (code, text) = python(&writable(&s.ws), &format!("open({path:?}).read()"));
+        assert_ne!(code, 0, "{path}: {text}");
+        assert!(
+            text.contains("No such file or directory")
+                || text.contains("Permission denied")
+                || text.contains("Is a directory"),
+            "{path}: {text}"
+        );
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+    // A hard link made inside the grant to a file outside it.
+    let (code, text) = python(
+        &writable(&s.ws),
+        &format!("import os; os.link({secret:?}, 'hl')"),
+    );
+    assert_ne!(code, 0);
+    assert!(text.contains("No such file or directory"), "{text}");
+    // The private /tmp is empty, writable, and not the host's.
+    let marker = std::env::temp_dir().join("airlock-native-marker");
+    std::fs::write(&marker, "host").unwrap();
+    let (code, text) = python(
+        &writable(&s.ws),
+        "import os; open('/tmp/x','w').write('1'); print(sorted(os.listdir('/tmp')))",
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("'x'") && !text.contains("airlock-native-marker"),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(marker);
+}
+
+fn no_network_and_no_host_sockets() {
+    let s = scratch();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (code, text) = python(
+        &writable(&s.ws),
+        &format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"),
+    );
+    assert_ne!(code, 0);
+    assert!(
+        text.contains("Permission denied") || text.contains("Network is unreachable"),
+        "{text}"
+    );
+    // A path-named unix socket outside the grants.
+    let path = s.outside.join("host.sock");
+    let _unix = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let (code, text) = python(
+        &writable(&s.ws),
+        &format!(
+            "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?})",
+            path.display().to_string()
+        ),
+    );
+    assert_ne!(code, 0);
+    assert!(text.contains("No such file or directory"), "{text}");
+}
+
+fn no_privileges_survive() {
+    let s = scratch();
+    let (code, text) = python(
+        &writable(&s.ws),
+        "print([l for l in open('/proc/self/status') if l.split(':')[0] in ('CapEff','CapBnd','NoNewPrivs','Seccomp')])",
+    );
+    assert_eq!(code, 0, "{text}");
+    for want in [
+        "CapEff:\\t0000000000000000",
+        "CapBnd:\\t0000000000000000",
+        "NoNewPrivs:\\t1",
+        "Seccomp:\\t2",
+    ] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+    // ptrace, mount and a new namespace are refused.
+    let (code, text) = python(
+        &writable(&s.ws),
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); \
+         print(libc.ptrace(0, 0, 0, 0), ctypes.get_errno()); \
+         print(libc.mount(b'x', b'/tmp', b'tmpfs', 0, None), ctypes.get_errno()); \
+         print(libc.unshare(0x10000000), ctypes.get_errno())",
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(text.trim(), "-1 1\n-1 1\n-1 1", "EPERM for each: {text}");
+}
+
+fn processes_and_memory_are_bounded() {
+    let s = scratch();
+    let mut confinement = writable(&s.ws);
+    confinement.limits.processes = 32;
+    confinement.limits.memory_bytes = Some(1 << 30);
+    let (code, text) = python(
+        &confinement,
+        "import os, time\nn = 0\ntry:\n    while n < 400:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('forked', n, 'then', e.strerror)\n",
+    );
+    assert_eq!(code, 0, "{text}");
+    let forked: usize = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the fork bomb was not stopped: {text}"));
+    assert!(forked < 32, "{text}");
+    let (code, text) = python(&confinement, "bytearray(3 << 30)");
+    assert_ne!(code, 0);
+    assert!(text.contains("MemoryError"), "{text}");
+}
+
+fn the_whole_tree_is_killed() {
+    let s = scratch();
+    let marker = format!("{}", 1000 + std::process::id() % 1000);
+    let args: Vec<String> = [
+        "-c",
+        &format!("setsid sleep {marker}.5 & sleep {marker}.25"),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let (mut command, _dir) = helper()
+        .command(&writable(&s.ws), Path::new("/bin/sh"), &args)
+        .unwrap();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let alive = |pattern: &str| {
+        Command::new("pgrep")
+            .args(["-f", pattern])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    assert!(
+        alive(&format!("sleep {marker}.5")),
+        "the detached sleep started"
+    );
+    // Kill the helper's process group, as the host does.
+    let group = format!("-{}", child.id());
+    Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .status()
+        .unwrap();
+    let _ = child.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(&format!("sleep {marker}.5")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !alive(&format!("sleep {marker}.5")),
+        "setsid escaped the kill"
+    );
+    assert!(!alive(&format!("sleep {marker}.25")));
+}
+
+fn git_reads_and_commits() {
+    let s = scratch();
+    let git = |confinement: &Confinement, args: &[&str]| {
+        let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@e"];
+        all.extend_from_slice(args);
+        let out = run(confinement, &git_path(), &all);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let rw = writable(&s.ws);
+    let ro = writable(&s.ws).read_only();
+    assert_eq!(git(&rw, &["init", "-q"]).0, Some(0));
+    assert_eq!(git(&rw, &["add", "a.txt"]).0, Some(0));
+    assert_eq!(git(&rw, &["commit", "-qm", "first"]).0, Some(0));
+    std::fs::write(s.ws.join("a.txt"), "changed\n").unwrap();
+    let reads: Vec<_> = (0..3)
+        .map(|_| {
+            let ro = ro.clone();
+            std::thread::spawn(move || {
+                let out = run(&ro, &git_path(), &["status", "--short"]);
+                (
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stdout).to_string(),
+                )
+            })
+        })
+        .collect();
+    for read in reads {
+        assert_eq!(read.join().unwrap(), (Some(0), " M a.txt\n".to_string()));
+    }
+    let head = || {
+        let branch = s.ws.join(".git/refs/heads").read_dir().unwrap().next();
+        std::fs::read(branch.unwrap().unwrap().path()).unwrap()
+    };
+    let before = head();
+    let index = std::fs::read(s.ws.join(".git/index")).unwrap();
+    let (code, text) = git(&ro, &["commit", "-qam", "read-only"]);
+    assert_eq!(code, Some(128), "{text}");
+    assert!(text.contains("Read-only file system"), "{text}");
+    assert_eq!(std::fs::read(s.ws.join(".git/index")).unwrap(), index);
+    assert!(!s.ws.join(".git/index.lock").exists());
+    assert_eq!(before, head());
+    assert_eq!(git(&rw, &["commit", "-qam", "second"]).0, Some(0));
+}
+
+fn git_path() -> String {
+    let path = std::env::var_os("PATH");
+    let git = airlock_native::resolve("git", path.as_deref()).expect("git is installed");
+    git.display().to_string()
+}
+
+fn programs_that_could_be_replaced_are_refused() {
+    let s = scratch();
+    let program = s.ws.join("tool.sh");
+    std::fs::write(&program, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let refused = helper()
+        .command(&writable(&s.ws), &program, &[])
+        .unwrap_err();
+    assert!(refused.0.contains("could be replaced"), "{refused}");
+    let refused = helper()
+        .command(&writable(&s.ws), Path::new("git"), &[])
+        .unwrap_err();
+    assert!(refused.0.contains("not an absolute path"), "{refused}");
+}
+
+fn a_binary_that_is_not_a_helper_is_refused() {
+    let refused: Refused = Helper::new("/bin/true").check().unwrap_err();
+    assert!(refused.0.contains("is not a sandbox helper"), "{refused}");
+}
