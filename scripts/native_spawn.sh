@@ -17,7 +17,7 @@ echo a > "$repo/a.txt"
 git -C "$repo" add a.txt
 git -C "$repo" -c user.name=b -c user.email=b@b commit -qm a
 cd "$repo"
-bwrap_policy=(bwrap --unshare-user --unshare-pid --unshare-net --die-with-parent --new-session
+bwrap_policy=("$(command -v bwrap)" --unshare-user --unshare-pid --unshare-net --die-with-parent --new-session
     --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64
     --symlink usr/sbin /sbin --ro-bind /etc /etc --proc /proc --dev /dev --tmpfs /tmp
     --bind "$repo" "$repo" --chdir "$repo" --clearenv --setenv PATH /usr/local/bin:/usr/bin:/bin --)

@@ -61,6 +61,21 @@ pub mod bindings {
     });
 }
 
+/// The native programs the operator granted to the bundled `bash` tool
+/// (`airlock:tool/programs`, feature `programs`). Only `bash` is granted
+/// any: for every other tool `granted` is empty and `run` refuses. A
+/// component that does not call them does not import them.
+#[cfg(feature = "programs")]
+pub mod programs {
+    mod bindings {
+        wit_bindgen::generate!({
+            world: "programs-client",
+            path: "../wit",
+        });
+    }
+    pub use bindings::airlock::tool::programs::{RunOutput, RunRequest, granted, run};
+}
+
 use bindings::airlock::tool::host as wit_host;
 use bindings::airlock::tool::types as wit;
 

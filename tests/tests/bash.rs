@@ -74,7 +74,7 @@ fn gnu_bash(script: &str, dir: &Path) -> (String, i32) {
         .current_dir(dir)
         .env_clear()
         .env("LC_ALL", "C")
-        .env("PATH", "/usr/bin:/bin")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", dir)
         .stderr(std::process::Stdio::null())
         .output()
@@ -92,10 +92,21 @@ async fn host(dir: &Path) -> Airlock {
     airlock(config).await
 }
 
+/// [`host`], with `git` and `python3` granted to `bash` (confined through
+/// this crate's `sandbox_helper`, since a test binary cannot be its own).
+async fn host_with_programs(dir: &Path) -> Airlock {
+    let mut config = workspace_config(dir);
+    config.permissions.default_mode = PermissionMode::BypassPermissions;
+    config.sandbox_helper = Some(env!("CARGO_BIN_EXE_sandbox_helper").into());
+    let shell = config.tools.entry("bash".into()).or_default();
+    shell.programs = vec!["git".into(), "/usr/bin/python3".into()];
+    airlock(config).await
+}
+
 /// stdout and exit code of `script` under Airlock's bash in `dir` (stderr
 /// discarded by the script itself, as [`gnu_bash`] discards it).
 async fn airlock_bash(script: &str, dir: &Path) -> (String, i32) {
-    let airlock = host(dir).await;
+    let airlock = host_with_programs(dir).await;
     let mut cx = airlock.context();
     let r = bash(&airlock, &mut cx, &format!("exec 2>/dev/null\n{script}")).await;
     let text = match &r.outcome {
@@ -164,6 +175,78 @@ async fn a_reading_line_is_concurrency_safe_and_a_writing_one_is_not() {
             .count(),
         4
     );
+}
+
+/// A granted program's reading form is read-only and concurrency-safe, and
+/// runs with read-only directories; any other program line is exclusive.
+/// A program reaches only the call's directories: HOME is its own `/tmp`,
+/// and what lies outside the grants does not exist for it.
+#[tokio::test]
+async fn granted_programs_are_classified_and_confined_like_any_line() {
+    let ws = fixture();
+    let airlock = host_with_programs(ws.path()).await;
+    let mut cx = airlock.context();
+    let r = bash(
+        &airlock,
+        &mut cx,
+        "git init -q && git add -A && git -c user.name=a -c user.email=a@b commit -qm init",
+    )
+    .await;
+    ok_text(&r);
+    let flags = r.flags.unwrap();
+    assert!(
+        !flags.contains(SafetyFlags::READ_ONLY) && !flags.contains(SafetyFlags::CONCURRENCY_SAFE)
+    );
+    let r = bash(&airlock, &mut cx, "git log --oneline | wc -l").await;
+    assert_eq!(ok_text(&r).trim(), "1");
+    let flags = r.flags.unwrap();
+    assert!(flags.contains(SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE));
+    let secret = tempfile::tempdir().unwrap();
+    std::fs::write(secret.path().join("key"), "s3cret").unwrap();
+    let read = format!(
+        "python3 -c 'import os; print(os.environ[\"HOME\"]); open({:?}).read()'",
+        secret.path().join("key").display().to_string()
+    );
+    let e = err(&bash(&airlock, &mut cx, &read).await).message.clone();
+    assert!(
+        e.starts_with("/tmp\n") && e.contains("No such file or directory"),
+        "{e}"
+    );
+    assert!(!e.contains("s3cret"), "{e}");
+}
+
+/// The call's time limit stops a granted program and everything it
+/// started, `setsid` or not.
+#[tokio::test]
+async fn a_program_past_the_calls_time_is_stopped_with_what_it_started() {
+    let ws = fixture();
+    let airlock = host_with_programs(ws.path()).await;
+    let marker = format!("{}.5", 4000 + std::process::id() % 1000);
+    let line = format!(
+        "python3 -c 'import subprocess, time; subprocess.Popen([\"setsid\", \"sleep\", \"{marker}\"]); time.sleep(100)'"
+    );
+    let r = call(
+        &airlock,
+        &mut airlock.context(),
+        "bash",
+        json!({ "command": line, "timeout": 1500 }),
+    )
+    .await;
+    assert_eq!(err(&r).class, ErrorClass::Timeout, "{}", err(&r).message);
+    let alive = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &format!("sleep {marker}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let stopped = std::time::Instant::now();
+    while alive() {
+        assert!(
+            stopped.elapsed() < std::time::Duration::from_secs(5),
+            "the program outlived its call"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[tokio::test]
@@ -366,7 +449,10 @@ async fn no_programs_of_the_machine_and_no_network() {
     let e = err(&run(&airlock, "/bin/ls").await).message.clone();
     assert!(e.ends_with("[exit code 127]"), "{e}");
     let e = err(&run(&airlock, "python3 x.py").await).message.clone();
-    assert!(e.contains("Airlock's bash runs builtins only"), "{e}");
+    assert!(
+        e.contains("Airlock's bash runs its builtins and no programs from the machine"),
+        "{e}"
+    );
     let r = run(&airlock, "echo hi > /dev/tcp/127.0.0.1/80").await;
     assert!(err(&r).message.contains("/dev/tcp"), "{}", err(&r).message);
 }

@@ -69,6 +69,29 @@ pub(crate) const READ_ONLY: &[&str] = &[
     "[",
 ];
 
+/// `git` subcommands that only read (given none of the options
+/// [`program_reads`] refuses).
+const GIT_READS: &[&str] = &[
+    "blame",
+    "cat-file",
+    "describe",
+    "diff",
+    "grep",
+    "log",
+    "ls-files",
+    "ls-tree",
+    "rev-list",
+    "rev-parse",
+    "shortlog",
+    "show",
+    "status",
+];
+
+/// Programs whose `--version` only reads.
+const VERSIONED: &[&str] = &[
+    "cargo", "gcc", "go", "java", "node", "npm", "pytest", "python", "python3", "rustc", "uv",
+];
+
 /// Marks a place in a word where the shell expands something (`$…`, or a
 /// glob at its start): what the word becomes is not known here.
 const EXPANDS: char = '\u{1}';
@@ -110,6 +133,31 @@ fn writes(command: &str, args: &[String]) -> bool {
         "env" => !args.is_empty(),
         _ => false,
     }
+}
+
+/// Whether the native program `name` with `args` only reads: `git` with a
+/// reading subcommand and no option that writes a file or starts another
+/// program (`--output`, `--ext-diff`, `-O`, a `-c` setting), or a known
+/// program asked only for its version. Whether the program is granted is
+/// the host's to say, not this.
+fn program_reads(name: &str, args: &[String]) -> bool {
+    if args.iter().any(|a| a.contains(EXPANDS)) {
+        return false;
+    }
+    if name == "git" {
+        let mut rest = args.iter().skip_while(|a| *a == "--no-pager");
+        let Some(sub) = rest.next() else {
+            return false;
+        };
+        let refused = |a: &String| {
+            a.starts_with("--output")
+                || a == "--ext-diff"
+                || a.starts_with("--open-files-in-pager")
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('O'))
+        };
+        return GIT_READS.contains(&sub.as_str()) && !rest.any(refused);
+    }
+    VERSIONED.contains(&name) && matches!(args, [a] if a == "--version" || a == "-V")
 }
 
 /// A word or an operator of a command line.
@@ -277,7 +325,8 @@ pub(crate) fn is_read_only(line: &str) -> bool {
             continue;
         };
         let args: Vec<String> = words.collect();
-        if !READ_ONLY.contains(&name.as_str()) || writes(&name, &args) {
+        let builtin_reads = READ_ONLY.contains(&name.as_str()) && !writes(&name, &args);
+        if !builtin_reads && !program_reads(&name, &args) {
             return false;
         }
         any = true;
@@ -343,6 +392,11 @@ mod tests {
             "uniq -c names.txt",
             "yq .name config.yaml",
             "env",
+            "git status --short",
+            "git log --oneline | head -3",
+            "git --no-pager diff HEAD~1 -- src",
+            "git show HEAD:README.md | wc -l",
+            "python3 --version && node --version",
         ] {
             assert!(is_read_only(line), "{line}");
         }
@@ -390,6 +444,18 @@ mod tests {
             "yq -i .a=1 f.yaml",
             "env rm x",
             "$CMD x",
+            "git commit -am x",
+            "git add .",
+            "git",
+            "git -c core.pager=sh log",
+            "git diff --output=patch",
+            "git diff --ext-diff",
+            "git grep -O x",
+            "git log $OPTS",
+            "python3 gen.py",
+            "python3 -c 'print(1)'",
+            "node --version extra",
+            "make",
         ] {
             assert!(!is_read_only(line), "{line}");
         }

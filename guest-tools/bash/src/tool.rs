@@ -1,6 +1,7 @@
 //! The tool itself: input, description, classification and the call (a
 //! module of its own so a test guest can wrap it).
 
+use crate::programs::{self, Program};
 use crate::{classify, fs};
 use airlock_sdk::{
     Access, Context, Describe, Flags, JsonSchema, Output, Preflight, Tool, ToolError, serde_json,
@@ -12,7 +13,7 @@ use bashkit::{
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The default time limit of one command, as Claude Code's Bash.
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -55,19 +56,29 @@ struct BashOutput {
     truncated: bool,
 }
 
-/// The builtin a name that is no builtin resolves to: it says what this
-/// shell is, instead of bash's bare "command not found".
+/// The builtin a name that is neither a builtin nor a granted program
+/// resolves to: it says what this shell is, instead of bash's bare
+/// "command not found".
 struct NotABuiltin {
     name: String,
+    granted: Arc<[String]>,
 }
 
 #[async_trait]
 impl Builtin for NotABuiltin {
     async fn execute(&self, _ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
+        let programs = if self.granted.is_empty() {
+            "no programs from the machine".to_string()
+        } else {
+            format!(
+                "of the machine's programs, only {}",
+                self.granted.join(", ")
+            )
+        };
         Ok(ExecResult::err(
             format!(
-                "bash: {}: command not found: Airlock's bash runs builtins only (no programs \
-                 from the machine); `help` lists them\n",
+                "bash: {}: command not found: Airlock's bash runs its builtins and {programs}, \
+                 as the operator granted; `help` lists the builtins\n",
                 self.name
             ),
             127,
@@ -75,12 +86,23 @@ impl Builtin for NotABuiltin {
     }
 }
 
-struct BuiltinsOnly;
+/// Finds a granted program for a name that is no builtin, else says there
+/// is none.
+struct Resolver {
+    granted: Arc<[String]>,
+    deadline: Instant,
+}
 
-impl CommandResolver for BuiltinsOnly {
+impl CommandResolver for Resolver {
     fn resolve(&self, name: &str) -> Option<Arc<dyn Builtin>> {
+        let name = name.to_string();
+        if self.granted.contains(&name) {
+            let deadline = self.deadline;
+            return Some(Arc::new(Program { name, deadline }));
+        }
         Some(Arc::new(NotABuiltin {
-            name: name.to_string(),
+            name,
+            granted: self.granted.clone(),
         }))
     }
 }
@@ -100,8 +122,9 @@ impl Tool for BashTool {
                 "Runs a bash command line in the working directory, inside Airlock's sandbox.\n\
                  - The shell and its commands are built in (bash syntax; ls, cat, grep, rg, \
                  sed, awk, find, jq, sort, uniq, wc, head, tail, cut, tr, diff, xargs, tee, \
-                 base64, sha256sum and more; `help` lists them). There are no programs from \
-                 the machine: python, git, cargo, npm and curl are not available.\n\
+                 base64, sha256sum and more; `help` lists them). Programs from the machine \
+                 (git, python3, cargo, ...) run only when the operator granted them, as listed \
+                 at the end; each runs confined to the same directories, with no network.\n\
                  - Only the workspace and the directories granted to this tool exist; other \
                  paths are refused, or do not exist for commands that only look.\n\
                  - stdout and stderr come back together, capped at 30000 characters, and a \
@@ -111,9 +134,9 @@ impl Tool for BashTool {
                  beside it.\n\
                  - `cd` and `export` at the top level carry over to later calls.\n\
                  - A line that only reads (ls, cat, grep, find without -delete or -exec, \
-                 wc, head, jq, ... joined by pipes, && or ;, with no redirection to a \
-                 file) runs beside other calls, with read-only access; anything else runs \
-                 alone.\n\
+                 wc, head, jq, git status, git diff, git log, ... joined by pipes, && or ;, \
+                 with no redirection to a file) runs beside other calls, with read-only \
+                 access; anything else runs alone.\n\
                  - `timeout` is in milliseconds (default 120000, at most 600000); the \
                  operator's limit may be lower.\n\
                  - Where it differs from GNU bash and coreutils: ls -a does not list . and \
@@ -149,6 +172,7 @@ impl Tool for BashTool {
             .unwrap_or_default();
         let mut env = granted.clone();
         env.extend(exported.clone());
+        let deadline = Instant::now() + timeout;
         let mut builder = Bash::builder()
             .fs(Arc::new(PosixFs::new(fs::WasiFs::new(cx))))
             .rootfs(false)
@@ -160,7 +184,10 @@ impl Tool for BashTool {
                     .max_stderr_bytes(4 * MAX_OUTPUT_CHARS),
             )
             .builtin_filter(|name| !NETWORK_COMMANDS.contains(&name))
-            .command_resolver(Arc::new(BuiltinsOnly));
+            .command_resolver(Arc::new(Resolver {
+                granted: programs::granted().into(),
+                deadline,
+            }));
         for (name, value) in &env {
             builder = builder.env(name, value);
         }
@@ -185,6 +212,14 @@ impl Tool for BashTool {
             }
             Err(e) => return Err(ToolError::Failed(format!("bash stopped the command: {e}"))),
         };
+        // A program the host stopped at the deadline ends the line as the
+        // shell's own limit does.
+        if Instant::now() >= deadline {
+            return Err(ToolError::Timeout(format!(
+                "bash stopped the command at its time limit of {} ms",
+                timeout.as_millis()
+            )));
+        }
         let state = bash.shell_state_view();
         let mut text = result.stdout.text_lossy().into_owned();
         text.push_str(&result.stderr.text_lossy());

@@ -75,6 +75,10 @@ pub struct Cli {
     /// Let tools that ask for it read the environment variable NAME (repeatable).
     #[arg(long = "allow-env", global = true, value_name = "NAME")]
     allow_env: Vec<String>,
+    /// Let `bash` run the native program NAME (on PATH, or a path), confined
+    /// by each call's grants (repeatable; Linux).
+    #[arg(long = "allow-program", global = true, value_name = "NAME")]
+    allow_programs: Vec<String>,
     /// Grant DIR read-only to tools that ask for file access (repeatable).
     #[arg(long = "mount", global = true, value_name = "DIR")]
     mounts: Vec<PathBuf>,
@@ -691,6 +695,10 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
             path: None,
             access,
         }));
+    }
+    if !cli.allow_programs.is_empty() {
+        let shell = config.tools.entry("bash".into()).or_default();
+        shell.programs.extend(cli.allow_programs.iter().cloned());
     }
     Ok(config)
 }

@@ -459,6 +459,139 @@ fn a_claude_code_settings_file_applies_and_what_it_cannot_do_is_named() {
     );
 }
 
+/// `bash` runs the native programs the operator granted (`--allow-program`),
+/// each confined by the call's grants: `git status` lines are read-only and
+/// run side by side; a commit writes in a read-write call and fails in a
+/// read-only one, leaving HEAD and the index as they were; programs mix with
+/// builtins in pipelines; a program not granted is not found; a program a
+/// tool could overwrite is refused at load.
+#[cfg(target_os = "linux")]
+#[test]
+fn bash_runs_granted_programs_confined_by_the_calls_grants() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path().canonicalize().unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@e",
+        "commit",
+        "-qm",
+        "first",
+    ]);
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    let dir = ws.to_str().unwrap();
+    let granted = [
+        "--workspace",
+        dir,
+        "--allow-program",
+        "git",
+        "--allow-program",
+        "/usr/bin/python3",
+        "--mode",
+        "bypassPermissions",
+    ];
+    let bash = |command: &str| {
+        serde_json::json!({"name": "bash", "input": {"command": command}}).to_string() + "\n"
+    };
+    let lines = [
+        bash("git status --short"),
+        bash("git status --short"),
+        bash("git log --oneline | wc -l"),
+        bash("python3 -c 'print(40 + 2)' | wc -c"),
+        bash(
+            "git -c user.name=t -c user.email=t@e commit -qam second && git log --oneline | wc -l",
+        ),
+    ]
+    .concat();
+    let mut args = granted.to_vec();
+    args.push("run");
+    let out = airlock_with_stdin(home.path(), &args, &lines);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let results = json_lines(&out.stdout);
+    let content: Vec<&str> = results
+        .iter()
+        .map(|r| r["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        content,
+        [" M a.txt\n", " M a.txt\n", "1\n", "3\n", "2\n"],
+        "{results:?}"
+    );
+
+    let head = git(&["rev-parse", "HEAD"]);
+    let index = std::fs::read(ws.join(".git/index")).unwrap();
+    std::fs::write(ws.join("a.txt"), "three\n").unwrap();
+    let mut args = granted.to_vec();
+    let commit = r#"{"command":"git -c user.name=t -c user.email=t@e commit -qam third"}"#;
+    args.extend(["--read-only", "call", "bash", commit]);
+    let out = airlock(home.path(), &args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("Read-only file system"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(std::fs::read(ws.join(".git/index")).unwrap(), index);
+    assert!(!ws.join(".git/index.lock").exists());
+
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "call",
+            "bash",
+            r#"{"command":"git status"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("git: command not found: Airlock's bash runs its builtins and no programs from the machine"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let tool = ws.join("tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "--allow-program",
+            tool.to_str().unwrap(),
+            "list",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("could be replaced"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn the_demo_runs_end_to_end() {
     let home = tempfile::tempdir().unwrap();

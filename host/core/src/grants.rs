@@ -24,6 +24,7 @@ use crate::config::{Config, HostPath, Limits, ToolConfig};
 use crate::descriptor::{Descriptor, SafetyFlags, WorkspaceAccess, is_env_name, is_host_pattern};
 use crate::error::LoadError;
 pub use crate::guest_path::normalize_guest;
+use crate::programs::{self, ProgramGrants};
 use crate::secrets::Secrets;
 use cap_std::fs::MetadataExt;
 use std::collections::BTreeMap;
@@ -78,6 +79,8 @@ pub struct Grants {
     mounts: BTreeMap<PathBuf, Arc<HostMount>>,
     /// The secrets, with their values.
     secrets: Arc<Secrets>,
+    /// The native programs granted to `bash`.
+    programs: Arc<ProgramGrants>,
 }
 
 impl Grants {
@@ -141,8 +144,14 @@ impl Grants {
         if let Some(previous) = previous {
             check_pins(&all, previous)?;
         }
+        let writable: Vec<&Path> = (all.iter())
+            .filter(|(_, writable, _)| *writable)
+            .map(|(mount, _, _)| mount.host.as_path())
+            .collect();
+        let programs = Arc::new(programs::granted(config, &writable)?);
         let secrets = Arc::new(Secrets::load(config)?);
         Ok(Grants {
+            programs,
             limits: config.limits.clone(),
             workspace_access: config.workspace_access,
             tools: config.tools.clone(),
@@ -210,6 +219,14 @@ impl Grants {
             write_bytes: tc.write_mib.unwrap_or(limits.write_mib) << 20,
             defer_loading: tc.defer_loading,
             secrets: self.secrets.clone(),
+            programs: if tool == programs::SHELL {
+                self.programs.clone()
+            } else {
+                Arc::new(ProgramGrants {
+                    granted: Vec::new(),
+                    helper: self.programs.helper.clone(),
+                })
+            },
         })
     }
 }
@@ -237,6 +254,8 @@ pub struct ToolGrants {
     pub defer_loading: Option<bool>,
     /// The secrets: added to its requests, taken out of what it hands back.
     pub secrets: Arc<Secrets>,
+    /// The native programs it may run (`bash`'s alone).
+    pub programs: Arc<ProgramGrants>,
 }
 
 impl ToolGrants {
@@ -253,6 +272,7 @@ impl ToolGrants {
             write_bytes: limits.write_mib << 20,
             defer_loading: None,
             secrets: Arc::default(),
+            programs: Arc::default(),
         }
     }
 
@@ -319,6 +339,7 @@ impl ToolGrants {
             memory_bytes: self.memory_bytes,
             write_bytes: self.write_bytes,
             secrets: self.secrets.clone(),
+            programs: self.programs.clone(),
         }
     }
 }
@@ -349,6 +370,8 @@ pub struct CallGrants {
     pub write_bytes: u64,
     /// The secrets: added to its requests, taken out of what it hands back.
     pub secrets: Arc<Secrets>,
+    /// The native programs it may run, confined by these grants.
+    pub programs: Arc<ProgramGrants>,
 }
 
 impl CallGrants {
@@ -362,6 +385,7 @@ impl CallGrants {
             memory_bytes,
             write_bytes: 0,
             secrets: Arc::default(),
+            programs: Arc::default(),
         }
     }
 

@@ -16,6 +16,7 @@ pub mod host_files;
 pub mod json;
 pub mod lock;
 pub mod permissions;
+pub mod programs;
 pub mod sanitize;
 pub mod secrets;
 pub mod tool;

@@ -32,6 +32,17 @@ wasmtime::component::bindgen!({
 
 use airlock::tool::types as wit;
 
+/// The host side of the `programs-client` world: the native programs
+/// granted to `bash` ([`crate::programs`]). Running one waits on a
+/// process, so it is async.
+pub(crate) mod programs_client {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "programs-client",
+        imports: { "airlock:tool/programs.run": async | trappable, default: trappable },
+    });
+}
+
 /// The host side of the `hook-component` world.
 pub(crate) mod hook {
     wasmtime::component::bindgen!({

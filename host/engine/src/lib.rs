@@ -19,6 +19,7 @@ mod offload;
 mod open;
 mod pipe;
 mod preopens;
+mod programs;
 mod repoll;
 mod run;
 mod snapshot;

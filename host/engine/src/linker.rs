@@ -1,7 +1,9 @@
 //! The linker, and the import allowlist in front of it.
 //!
 //! One [`Linker`] serves every tool: WASI's cli, clocks, filesystem, io and
-//! random interfaces, `wasi:http`, `wasi:sockets`, and `airlock:tool/host`.
+//! random interfaces, `wasi:http`, `wasi:sockets`, `airlock:tool/host`, and
+//! `airlock:tool/programs` (which runs nothing for a tool not granted
+//! programs).
 //! What a tool can reach through them is decided per call by the store's
 //! context (no preopens, no env, no network unless granted). `wasi:sockets`
 //! is linked deny-all: toolchains link it into every component
@@ -16,6 +18,7 @@
 //! ones so `airlock list` can say so.
 
 use super::bindings::ToolComponent;
+use super::bindings::programs_client::ProgramsClient;
 use super::budget::Budgeted;
 use super::state::HostState;
 use airlock_core::error::LoadError;
@@ -39,7 +42,11 @@ pub(crate) enum Needs {
 
 /// Interfaces a tool may import: (namespace:package, interfaces, needs).
 pub(crate) const ALLOWED: &[(&str, &[&str], Needs)] = &[
-    ("airlock:tool", &["host", "types"], Needs::Nothing),
+    (
+        "airlock:tool",
+        &["host", "types", "programs"],
+        Needs::Nothing,
+    ),
     ("wasi:io", &["error", "poll", "streams"], Needs::Nothing),
     (
         "wasi:clocks",
@@ -121,6 +128,7 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<HostS
     sockets::ip_name_lookup::add_to_linker::<_, WasiSockets>(&mut l, HostState::sockets)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;
     ToolComponent::add_to_linker::<_, HasSelf<_>>(&mut l, |s| s)?;
+    ProgramsClient::add_to_linker::<_, HasSelf<_>>(&mut l, |s| s)?;
     Ok(l)
 }
 

@@ -146,6 +146,7 @@ pub(crate) fn new_store(
         stderr,
         budget: WriteBudget::new(grants.write_bytes),
         mounts: grants.mounts.clone(),
+        programs: grants.programs.clone(),
         _slot: slot,
         cancel_watch: None,
     };

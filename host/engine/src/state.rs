@@ -15,6 +15,7 @@ use super::net::NetHooks;
 use super::pipe::CappedPipe;
 use airlock_core::config::Limits;
 use airlock_core::grants::{CallMount, normalize_guest, stamp_in};
+use airlock_core::programs::ProgramGrants;
 use airlock_core::sanitize::Sink;
 use airlock_core::tool::{LogEvent, LogLevel, ProgressEvent, ProgressSink, ReadFiles};
 use std::sync::Arc;
@@ -83,6 +84,8 @@ pub(crate) struct HostState {
     pub(crate) budget: Arc<WriteBudget>,
     /// The call's directories, for the host's own look at a file.
     pub(crate) mounts: Vec<CallMount>,
+    /// The native programs the call may run (`bash` only) and their helper.
+    pub(crate) programs: Arc<ProgramGrants>,
     /// The store's claim on the instance pool, given back with the store.
     pub(crate) _slot: Option<Slot>,
     /// Interrupts the guest the moment its call is cancelled; unregistered

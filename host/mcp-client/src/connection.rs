@@ -7,7 +7,8 @@ use crate::startup_time;
 use airlock_core::config::McpServerConfig;
 use airlock_core::config::expand;
 use airlock_core::error::LoadError;
-use airlock_native::{CallDir, Confinement, Helper, Refused, resolve};
+use airlock_core::programs::find;
+use airlock_native::{CallDir, Confinement, Helper, Refused};
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
@@ -18,7 +19,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The client side of one server connection: progress goes to the call
 /// that asked for it.
@@ -99,6 +100,8 @@ pub(crate) struct Launch {
     pub(crate) config: McpServerConfig,
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) workspace: Option<(PathBuf, bool)>,
+    /// The sandbox helper (`sandbox_helper`; `None`: this binary).
+    pub(crate) helper: Option<PathBuf>,
 }
 
 /// Starts one server, its stdout's lines bounded by `line_bound`, and
@@ -251,29 +254,26 @@ fn confined(
             "{e} (`sandbox = false` runs a server unconfined, with your rights)"
         ))
     };
-    let helper = helper().map_err(refused)?;
+    let helper = Helper::at(launch.helper.as_deref()).map_err(refused)?;
     let path = std::env::var_os("PATH");
-    let program = resolve(program, path.as_deref()).map_err(refused)?;
+    let program = if program.contains('/') {
+        PathBuf::from(program)
+    } else {
+        find(program, path.as_deref())
+            .ok_or_else(|| LoadError::McpServer(format!("{program:?} is not on PATH")))?
+    };
     let cwd = (launch.config.cwd.clone())
         .or_else(|| launch.workspace.as_ref().map(|(w, _)| w.clone()))
         .unwrap_or_else(|| PathBuf::from("/tmp"));
     let mut confinement = Confinement::new(&cwd);
-    confinement.read = read;
-    match &launch.workspace {
-        Some((workspace, true)) => confinement.write.push(workspace.clone()),
-        Some((workspace, false)) => confinement.read.push(workspace.clone()),
-        None => {}
+    for path in read {
+        confinement.read(path);
     }
-    let granted = |p: &Path| {
-        p.starts_with("/tmp")
-            || confinement
-                .read
-                .iter()
-                .chain(&confinement.write)
-                .any(|g| p.starts_with(g))
-    };
-    if !granted(&cwd) {
-        confinement.read.push(cwd);
+    if let Some((workspace, writable)) = &launch.workspace {
+        confinement.bind(workspace.clone(), workspace.clone(), *writable);
+    }
+    if !confinement.reaches(&cwd) {
+        confinement.read(cwd);
     }
     if let Some(path) = path.and_then(|p| p.into_string().ok()) {
         confinement.env.insert("PATH".into(), path);
@@ -285,14 +285,4 @@ fn confined(
         .command(&confinement, &program, args)
         .map_err(refused)?;
     Ok((tokio::process::Command::from(command), dir))
-}
-
-/// The helper that confines servers: this binary (see
-/// [`airlock_native::serve_if_asked`]).
-fn helper() -> Result<&'static Helper, Refused> {
-    static HELPER: OnceLock<Result<Helper, Refused>> = OnceLock::new();
-    HELPER
-        .get_or_init(Helper::current_exe)
-        .as_ref()
-        .map_err(Clone::clone)
 }

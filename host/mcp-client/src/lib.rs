@@ -73,6 +73,7 @@ pub async fn mount(config: &Config, previous: &Servers) -> Mounted {
             config: server,
             cwd,
             workspace,
+            helper: config.sandbox_helper.clone(),
         };
         let running = previous
             .0

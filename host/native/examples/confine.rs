@@ -5,14 +5,14 @@
 //! confine [--plain] [--repeat N] [--read PATH]... [--write PATH]... [--read-only] -- PROGRAM [ARGS]...
 //! ```
 //!
-//! The working directory is the current one (grant it); `PROGRAM` is found
-//! on `PATH`. `--plain` starts it unconfined, as the baseline a host pays
+//! The working directory is the current one (grant it); `PROGRAM` is an
+//! absolute path (found on `PATH` only with `--plain`). `--plain` starts it unconfined, as the baseline a host pays
 //! anyway. `--repeat N` starts it N times from this one process, as a host
 //! does (after one start that is not counted), its output discarded, and
 //! prints the median, 10th and 90th percentile of a start to its end.
 //! Exits with the program's status, or 125 when it was refused.
 
-use airlock_native::{Confinement, Helper, resolve};
+use airlock_native::{Confinement, Helper};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::time::Instant;
@@ -28,8 +28,12 @@ fn main() -> ExitCode {
             "--plain" => plain = true,
             "--read-only" => read_only = true,
             "--repeat" => repeat = args.next().and_then(|n| n.parse().ok()).unwrap_or(0),
-            "--read" => confinement.read.extend(args.next().map(PathBuf::from)),
-            "--write" => confinement.write.extend(args.next().map(PathBuf::from)),
+            "--read" => {
+                confinement.read(args.next().unwrap_or_default());
+            }
+            "--write" => {
+                confinement.write(args.next().unwrap_or_default());
+            }
             "--" => break,
             other => {
                 eprintln!("confine: unknown argument {other:?}");
@@ -42,13 +46,12 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest: Vec<String> = args.collect();
-    let path = std::env::var_os("PATH");
     if read_only {
         confinement = confinement.read_only();
     }
-    let helper = Helper::current_exe();
+    let helper = Helper::at(None);
     let start = || {
-        let program = resolve(&program, path.as_deref())?;
+        let program = PathBuf::from(&program);
         if plain {
             let mut command = Command::new(&program);
             command.args(&rest);

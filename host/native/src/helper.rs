@@ -16,7 +16,7 @@
 //! A step that fails ends the helper with status 125 and a message that
 //! names it ([`crate::fail`]).
 
-use crate::plan::{ETC, Plan, SYSTEM};
+use crate::plan::{ETC, Grant, Plan, SYSTEM};
 use crate::{READY, fail};
 use std::ffi::{CString, OsStr};
 use std::fs;
@@ -152,19 +152,20 @@ fn build_root(plan: &Plan) -> Result<(), String> {
                 std::os::unix::fs::symlink(target, inside(root, path))
                     .map_err(|e| format!("cannot link {system}: {e}"))?;
             }
-            Ok(_) => bind(path, root, false)?,
+            Ok(_) => bind(path, &inside(root, path), false)?,
             Err(_) => {}
         }
     }
     for etc in ETC {
         if Path::new(etc).exists() {
-            bind(Path::new(etc), root, false)?;
+            bind(Path::new(etc), &inside(root, Path::new(etc)), false)?;
         }
     }
     let dev = inside(root, Path::new("/dev"));
     fs::create_dir(&dev).map_err(|e| format!("cannot make /dev: {e}"))?;
     for device in ["null", "zero", "full", "random", "urandom"] {
-        bind(&Path::new("/dev").join(device), root, true)?;
+        let device = Path::new("/dev").join(device);
+        bind(&device, &inside(root, &device), true)?;
     }
     for (link, target) in [
         ("fd", "/proc/self/fd"),
@@ -189,8 +190,8 @@ fn build_root(plan: &Plan) -> Result<(), String> {
         nosuid,
         Some(&size),
     )?;
-    for (path, writable) in grants(plan) {
-        bind(&path, root, writable)?;
+    for grant in grants(plan) {
+        bind(&grant.host, &inside(root, &grant.inside), grant.writable)?;
     }
     remount_read_only(root, nosuid)?;
     pivot(root)?;
@@ -205,19 +206,19 @@ fn build_root(plan: &Plan) -> Result<(), String> {
 /// The grants, outer paths first (a grant inside another is bound over
 /// it), the program itself among the read ones when no grant or system
 /// directory holds it.
-fn grants(plan: &Plan) -> Vec<(PathBuf, bool)> {
-    let confinement = &plan.confinement;
-    let mut grants: Vec<(PathBuf, bool)> = (confinement.read.iter().map(|p| (p.clone(), false)))
-        .chain(confinement.write.iter().map(|p| (p.clone(), true)))
-        .collect();
-    let held = |program: &Path| {
-        SYSTEM.iter().any(|s| program.starts_with(s))
-            || grants.iter().any(|(g, _)| program.starts_with(g))
-    };
-    if !plan.probe && !held(&plan.program) {
-        grants.push((plan.program.clone(), false));
+fn grants(plan: &Plan) -> Vec<Grant> {
+    let mut grants = plan.confinement.grants.clone();
+    let program = &plan.program;
+    let held = SYSTEM.iter().any(|s| program.starts_with(s))
+        || grants.iter().any(|g| program.starts_with(&g.inside));
+    if !plan.probe && !held {
+        grants.push(Grant {
+            host: program.clone(),
+            inside: program.clone(),
+            writable: false,
+        });
     }
-    grants.sort_by_key(|(path, _)| path.components().count());
+    grants.sort_by_key(|g| g.inside.components().count());
     grants
 }
 
@@ -226,32 +227,24 @@ fn inside(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-/// Binds `path` at the same path under `root`, read-only unless
-/// `writable`.
-fn bind(path: &Path, root: &Path, writable: bool) -> Result<(), String> {
-    let target = inside(root, path);
+/// Binds `path` at `target`, read-only unless `writable`.
+fn bind(path: &Path, target: &Path, writable: bool) -> Result<(), String> {
     let shown = path.display();
     let meta = fs::metadata(path).map_err(|e| format!("cannot grant {shown}: {e}"))?;
     if meta.is_dir() {
-        fs::create_dir_all(&target).map_err(|e| format!("cannot place {shown}: {e}"))?;
+        fs::create_dir_all(target).map_err(|e| format!("cannot place {shown}: {e}"))?;
     } else if !target.exists() {
         if let Some(parent) = target.parent() {
             fs::create_dir_all(parent).map_err(|e| format!("cannot place {shown}: {e}"))?;
         }
-        fs::File::create(&target).map_err(|e| format!("cannot place {shown}: {e}"))?;
+        fs::File::create(target).map_err(|e| format!("cannot place {shown}: {e}"))?;
     }
-    mount(
-        Some(path),
-        &target,
-        None,
-        libc::MS_BIND | libc::MS_REC,
-        None,
-    )?;
-    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | locked_flags(&target)?;
+    mount(Some(path), target, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | locked_flags(target)?;
     if !writable {
         flags |= libc::MS_RDONLY;
     }
-    mount(None, &target, None, flags, None)
+    mount(None, target, None, flags, None)
 }
 
 /// The flags a bind mount in a user namespace must keep when remounted
@@ -361,7 +354,11 @@ fn run_program(plan: &Plan) -> ! {
     if let Err(e) = drop_privileges() {
         fail(&e);
     }
-    if let Err(e) = landlock::restrict(&confinement.write) {
+    let writable: Vec<PathBuf> = (confinement.grants.iter())
+        .filter(|g| g.writable)
+        .map(|g| g.inside.clone())
+        .collect();
+    if let Err(e) = landlock::restrict(&writable) {
         fail(&e);
     }
     if let Err(e) = seccomp::restrict() {

@@ -32,13 +32,13 @@
 mod helper;
 mod plan;
 
-pub use plan::{Confinement, Limits};
+pub use plan::{Confinement, Grant, Limits};
 
 use plan::Plan;
-use std::ffi::OsStr;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// The environment variable that carries a helper its [`Plan`] (as JSON):
 /// a binary started with it set is a helper ([`serve_if_asked`]). An
@@ -117,6 +117,25 @@ impl Helper {
                 "cannot find the running binary to confine with: {e}"
             ))
         })
+    }
+
+    /// The helper at `exe`, or the running binary when `None`: one for
+    /// the process per path, so each is checked once.
+    pub fn at(exe: Option<&Path>) -> Result<&'static Helper, Refused> {
+        static RUNNING: OnceLock<Result<Helper, Refused>> = OnceLock::new();
+        static NAMED: Mutex<BTreeMap<PathBuf, &'static Helper>> = Mutex::new(BTreeMap::new());
+        let Some(exe) = exe else {
+            return RUNNING
+                .get_or_init(Helper::current_exe)
+                .as_ref()
+                .map_err(Clone::clone);
+        };
+        let mut named = NAMED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Ok(*named
+            .entry(exe.to_path_buf())
+            .or_insert_with(|| Box::leak(Box::new(Helper::new(exe)))))
     }
 
     /// The helper's path.
@@ -201,29 +220,4 @@ impl Drop for CallDir {
             helper::forget_pids(name);
         }
     }
-}
-
-/// Finds `name` on `path` (a `PATH` value) as the operator's shell would,
-/// or takes it as it is when it names a path.
-pub fn resolve(name: &str, path: Option<&OsStr>) -> Result<PathBuf, Refused> {
-    if name.contains('/') {
-        return Ok(PathBuf::from(name));
-    }
-    let found = path
-        .into_iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate));
-    found.ok_or_else(|| Refused(format!("{name:?} is not on PATH")))
-}
-
-fn is_executable(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        path.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    }
-    #[cfg(not(unix))]
-    path.is_file()
 }

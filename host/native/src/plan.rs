@@ -32,15 +32,23 @@ pub(crate) const ETC: &[&str] = &[
     "/etc/mime.types",
 ];
 
-/// What a confined program may reach. Paths are absolute; they appear
-/// inside at the same paths as outside.
+/// A directory (or file) a confined program may reach.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Where it is on the host (absolute).
+    pub host: PathBuf,
+    /// Where the program sees it (absolute).
+    pub inside: PathBuf,
+    /// Whether the program may write it (else read and execute only).
+    pub writable: bool,
+}
+
+/// What a confined program may reach. Paths are absolute.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Confinement {
-    /// Directories (or files) it may read and execute from.
-    pub read: Vec<PathBuf>,
-    /// Directories (or files) it may also write.
-    pub write: Vec<PathBuf>,
-    /// Its working directory: inside a grant.
+    /// What it may reach besides the system's runtime and its `/tmp`.
+    pub grants: Vec<Grant>,
+    /// Its working directory (as it sees it): inside a grant, or `/tmp`.
     pub cwd: PathBuf,
     /// Its environment, over a clean one of `PATH`, `HOME` and `TMPDIR`
     /// (both the private `/tmp`) and `LANG`; nothing of the host's.
@@ -53,18 +61,47 @@ impl Confinement {
     /// Nothing granted, working in `cwd`, with the default limits.
     pub fn new(cwd: impl Into<PathBuf>) -> Confinement {
         Confinement {
-            read: Vec::new(),
-            write: Vec::new(),
+            grants: Vec::new(),
             cwd: cwd.into(),
             env: BTreeMap::new(),
             limits: Limits::default(),
         }
     }
 
+    /// Grants `path` to read (and execute from), at its own path.
+    pub fn read(&mut self, path: impl Into<PathBuf>) -> &mut Confinement {
+        let path = path.into();
+        self.bind(path.clone(), path, false)
+    }
+
+    /// Grants `path` to read and write, at its own path.
+    pub fn write(&mut self, path: impl Into<PathBuf>) -> &mut Confinement {
+        let path = path.into();
+        self.bind(path.clone(), path, true)
+    }
+
+    /// Grants the host's `host` as `inside`.
+    pub fn bind(&mut self, host: PathBuf, inside: PathBuf, writable: bool) -> &mut Confinement {
+        self.grants.push(Grant {
+            host,
+            inside,
+            writable,
+        });
+        self
+    }
+
+    /// Whether `inside` (as the program sees it) lies in a grant or the
+    /// private `/tmp`.
+    pub fn reaches(&self, inside: &Path) -> bool {
+        inside.starts_with("/tmp") || self.grants.iter().any(|g| inside.starts_with(&g.inside))
+    }
+
     /// The same grants, none writable: what a read-only call gets,
     /// whatever the program.
     pub fn read_only(mut self) -> Confinement {
-        self.read.append(&mut self.write);
+        for grant in &mut self.grants {
+            grant.writable = false;
+        }
         self
     }
 
@@ -84,8 +121,11 @@ impl Confinement {
         if !real.is_file() {
             return Err(Refused(format!("{} is not a file", program.display())));
         }
-        for granted in &self.write {
-            let granted = granted.canonicalize().unwrap_or_else(|_| granted.clone());
+        for granted in self.grants.iter().filter(|g| g.writable) {
+            let granted = granted
+                .host
+                .canonicalize()
+                .unwrap_or_else(|_| granted.host.clone());
             if real.starts_with(&granted) {
                 return Err(Refused(format!(
                     "{} lies inside {}, which the program may write, so it could be replaced; \

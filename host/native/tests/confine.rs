@@ -115,7 +115,7 @@ fn scratch() -> Scratch {
 
 fn writable(ws: &Path) -> Confinement {
     let mut confinement = Confinement::new(ws);
-    confinement.write.push(ws.to_path_buf());
+    confinement.write(ws);
     confinement
 }
 
@@ -389,8 +389,11 @@ fn git_reads_and_commits() {
 }
 
 fn git_path() -> String {
-    let path = std::env::var_os("PATH");
-    let git = airlock_native::resolve("git", path.as_deref()).expect("git is installed");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let git = std::env::split_paths(&path)
+        .map(|dir| dir.join("git"))
+        .find(|git| git.is_file())
+        .expect("git is installed");
     git.display().to_string()
 }
 

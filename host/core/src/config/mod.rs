@@ -106,6 +106,13 @@ pub struct Config {
     /// default mode.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// The binary that confines native programs (MCP servers, and the
+    /// programs granted to `bash`): one whose `main` first calls
+    /// `airlock_native::serve_if_asked`, as `airlock`'s does. Default: the
+    /// running binary, so an embedder either calls it or names an
+    /// installed `airlock` here.
+    #[serde(default)]
+    pub sandbox_helper: Option<PathBuf>,
     /// Whose signatures `airlock install` accepts for tools from which
     /// registries (`[[trust]]`, see [`TrustRule`]). A registry no rule
     /// covers is not installed from.
@@ -520,6 +527,7 @@ impl Default for Config {
             source: None,
             approvals: None,
             mcp_servers: BTreeMap::new(),
+            sandbox_helper: None,
             trust: Vec::new(),
             contexts: ContextsConfig::default(),
             secrets: BTreeMap::new(),
@@ -548,6 +556,11 @@ pub struct ToolConfig {
     /// Directories besides the workspace.
     #[serde(default)]
     pub mounts: Vec<MountConfig>,
+    /// Native programs it may run (`bash` only): names found on Airlock's
+    /// `PATH` when the configuration loads, or absolute paths; each runs
+    /// confined by the call's grants (see `crate::programs`).
+    #[serde(default)]
+    pub programs: Vec<String>,
     /// Overrides `limits.timeout_ms` for this tool.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
@@ -580,6 +593,7 @@ impl ToolConfig {
             merged.network.extend(own.network.iter().cloned());
             merged.env.extend(own.env.iter().cloned());
             merged.mounts.extend(own.mounts.iter().cloned());
+            merged.programs.extend(own.programs.iter().cloned());
             merged.timeout_ms = own.timeout_ms.or(merged.timeout_ms);
             merged.memory_mib = own.memory_mib.or(merged.memory_mib);
             merged.write_mib = own.write_mib.or(merged.write_mib);

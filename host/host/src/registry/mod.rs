@@ -64,7 +64,8 @@ pub struct Entry {
 
 impl Entry {
     /// The tool's descriptor, with the operator's `defer_loading` when
-    /// the configuration overrides it.
+    /// the configuration overrides it, and the programs granted to `bash`
+    /// named at the end of its prompt.
     pub fn descriptor(&self) -> &Descriptor {
         self.overridden
             .as_deref()
@@ -219,15 +220,23 @@ impl Registry {
         for name in std::iter::once(&d.name).chain(&d.aliases) {
             self.index.insert(name.clone(), i);
         }
-        let overridden = grants
+        let defer = grants
             .defer_loading
-            .filter(|&defer| defer != d.defer_loading)
-            .map(|defer_loading| {
-                Arc::new(Descriptor {
-                    defer_loading,
-                    ..d.clone()
-                })
-            });
+            .filter(|&defer| defer != d.defer_loading);
+        let overridden = (defer.is_some() || !grants.programs.is_empty()).then(|| {
+            let mut own = d.clone();
+            own.defer_loading = defer.unwrap_or(d.defer_loading);
+            if !grants.programs.is_empty() {
+                let names = grants.programs.names();
+                own.prompt.push_str(&format!(
+                    "\n- Programs the operator granted: {}. Each runs confined to this call's \
+                     directories (read-only when the call is), with a private /tmp as HOME and \
+                     no network.",
+                    names.join(", ")
+                ));
+            }
+            Arc::new(own)
+        });
         self.entries.push(Arc::new(Entry {
             tool: loaded.tool.clone(),
             overridden,

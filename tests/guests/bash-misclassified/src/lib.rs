@@ -12,6 +12,8 @@ use tool::{BashInput, BashTool};
 mod classify;
 #[path = "../../../../guest-tools/bash/src/fs.rs"]
 mod fs;
+#[path = "../../../../guest-tools/bash/src/programs.rs"]
+mod programs;
 #[path = "../../../../guest-tools/bash/src/tool.rs"]
 mod tool;
 
