@@ -3,7 +3,10 @@
 //! on loopback (the only host `fetch` is granted), and plays five model
 //! turns through the streaming executor, the path every front end uses:
 //! reads that overlap, edits that run alone, a `cd` whose context change
-//! the next calls see, waiting and the network, and refusals. It prints
+//! the next calls see, waiting and the network, and refusals; then, where
+//! `git` is installed and this system can confine programs, two turns of
+//! the machine's `git` run by `bash` under the same grants (a commit, and
+//! a reviewer's read-only view whose commit the kernel refuses). It prints
 //! each result with its effective flags and a timeline of each turn; some
 //! calls are meant to be refused, and the demo fails if any outcome is not
 //! the expected one.
@@ -14,6 +17,7 @@ use airlock_host::Config;
 use airlock_host::ExecutorEvent;
 use airlock_host::PermissionMode;
 use airlock_host::ToolUse;
+use airlock_host::WorkspaceAccess;
 use airlock_host::config::ToolConfig;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -33,13 +37,13 @@ const SAMPLE: &[(&str, &str)] = &[
     ),
     (
         "src/main.rs",
-        "fn main() {\n    say!(\"{}\", greeter::greet(\"world\"));\n}\n",
+        "fn main() {\n    println!(\"{}\", greeter::greet(\"world\"));\n}\n",
     ),
     (
         "src/lib.rs",
         "/// Returns a greeting for `name`.\npub fn greet(name: &str) -> String {\n    format!(\"Hello, {name}!\")\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn greets() {\n        assert_eq!(super::greet(\"a\"), \"Hello, a!\");\n    }\n}\n",
     ),
-    (".gitignore", "target/\n"),
+    (".gitignore", "target/\n.env\n"),
     (".env", "API_KEY=do-not-leak\n"),
     (
         "target/debug/generated.rs",
@@ -62,7 +66,12 @@ struct Step {
 struct Turn {
     title: &'static str,
     steps: Vec<Step>,
+    /// Played by the reviewer: the same tools with the workspace read-only.
+    reviewer: bool,
 }
+
+/// Who commits in the demo's repository.
+const GIT_USER: &str = "-c user.name=demo -c user.email=demo@example.invalid";
 
 fn script(port: u16) -> Vec<Turn> {
     let ok = |tool, input| Step {
@@ -77,6 +86,7 @@ fn script(port: u16) -> Vec<Turn> {
     };
     vec![
         Turn {
+            reviewer: false,
             title: "the model explores: four reads in one message run side by side",
             steps: vec![
                 ok("ls", json!({})),
@@ -89,6 +99,7 @@ fn script(port: u16) -> Vec<Turn> {
             ],
         },
         Turn {
+            reviewer: false,
             title: "the model edits: edits run alone, in order; an unread file is refused",
             steps: vec![
                 ok(
@@ -106,6 +117,7 @@ fn script(port: u16) -> Vec<Turn> {
             ],
         },
         Turn {
+            reviewer: false,
             title: "a context change: the calls after `cd` see the new working directory",
             steps: vec![
                 ok("cd", json!({"path": "src"})),
@@ -114,12 +126,13 @@ fn script(port: u16) -> Vec<Turn> {
             ],
         },
         Turn {
+            reviewer: false,
             title: "a shell in the sandbox: reading lines run side by side, a writing one alone",
             steps: vec![
                 ok("bash", json!({"command": "grep -c fn *.rs"})),
                 ok(
                     "bash",
-                    json!({"command": "find .. -type f | sort | head -n 4"}),
+                    json!({"command": "find ../src -type f | sort | head -n 4"}),
                 ),
                 ok(
                     "bash",
@@ -129,6 +142,7 @@ fn script(port: u16) -> Vec<Turn> {
             ],
         },
         Turn {
+            reviewer: false,
             title: "waiting and the network: fetch reaches only the granted host",
             steps: vec![
                 ok("sleep", json!({"ms": 300})),
@@ -140,6 +154,7 @@ fn script(port: u16) -> Vec<Turn> {
             ],
         },
         Turn {
+            reviewer: false,
             title: "refusals: outside the workspace, a deny rule, an invalid regex",
             steps: vec![
                 refused("read", json!({"file_path": "/etc/passwd"})),
@@ -148,6 +163,81 @@ fn script(port: u16) -> Vec<Turn> {
             ],
         },
     ]
+}
+
+/// The turns of the machine's `git`, granted to `bash`: the main agent
+/// reads and commits; a reviewer, whose workspace is read-only, reads and
+/// is refused its commit.
+fn git_script() -> Vec<Turn> {
+    let bash = |command: String, expect_ok| Step {
+        tool: "bash",
+        input: json!({ "command": command }),
+        expect_ok,
+    };
+    vec![
+        Turn {
+            title: "the machine's git, confined to the call's grants: reads side by side, a commit alone",
+            reviewer: false,
+            steps: vec![
+                bash("git status --short".into(), true),
+                bash("git log --oneline".into(), true),
+                bash(
+                    format!(
+                        "git add -A && git {GIT_USER} commit -qm 'the demo edits' && git log --oneline"
+                    ),
+                    true,
+                ),
+            ],
+        },
+        Turn {
+            title: "a reviewer with the workspace read-only: git reads; the kernel refuses its commit",
+            reviewer: true,
+            steps: vec![
+                bash("git log --oneline | head -n 1".into(), true),
+                bash(
+                    format!("git {GIT_USER} commit --allow-empty -qm review"),
+                    false,
+                ),
+            ],
+        },
+    ]
+}
+
+/// Whether the git turns can run here: `git` on PATH, and programs
+/// confined (else why not, for the demo to say).
+fn git_available() -> Result<(), String> {
+    let found = std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        return Err("git is not installed".into());
+    }
+    let helper = airlock_host::native::Helper::at(None).map_err(|e| e.to_string())?;
+    helper.check().map_err(|e| e.to_string())
+}
+
+/// Makes the workspace a repository with one commit of the sample, from
+/// the host's side (as the user's own checkout would be).
+fn init_repository(workspace: &std::path::Path) -> anyhow::Result<()> {
+    let git = |args: &[&str]| -> anyhow::Result<()> {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(workspace)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    git(&["init", "-q"])?;
+    git(&["add", "README.md", "Cargo.toml", "src", ".gitignore"])?;
+    let mut commit: Vec<&str> = GIT_USER.split(' ').collect();
+    commit.extend(["commit", "-qm", "the sample project"]);
+    git(&commit)
 }
 
 /// Runs the demo.
@@ -189,6 +279,13 @@ async fn demo() -> anyhow::Result<bool> {
     );
     config.permissions.default_mode = PermissionMode::AcceptEdits;
     config.permissions.deny = vec!["Read(/.env)".into()];
+    let git = git_available();
+    if git.is_ok() {
+        let shell = config.tools.entry("bash".into()).or_default();
+        shell.programs = vec!["git".into()];
+    }
+    let mut reviewing = config.clone();
+    reviewing.workspace_access = WorkspaceAccess::Read;
     let started = Instant::now();
     let airlock = Airlock::new(config).await?;
     let mut cx = airlock.context();
@@ -201,18 +298,35 @@ async fn demo() -> anyhow::Result<bool> {
     for failure in airlock.registry().failures() {
         say!("  unavailable: {failure}");
     }
+    let programs = match &git {
+        Ok(()) => "bash may run the machine's git, confined by each call's grants".to_string(),
+        Err(why) => format!("no programs (the git turns are skipped: {why})"),
+    };
     say!(
-        "Grants: the workspace read-write; fetch may reach 127.0.0.1 only; nothing else.\n\
+        "Grants: the workspace read-write; fetch may reach 127.0.0.1 only; {programs}; \
+         nothing else.\n\
          Permissions: acceptEdits mode; the rule Read(/.env) denies reading the .env file.\n"
     );
 
-    let turns = script(port);
+    let mut turns = script(port);
+    let reviewer = match git {
+        Ok(()) => {
+            init_repository(workspace.path())?;
+            turns.extend(git_script());
+            Some(Airlock::new(reviewing).await?)
+        }
+        Err(_) => None,
+    };
     let total: usize = turns.iter().map(|t| t.steps.len()).sum();
     let mut surprises = Vec::new();
     let mut n = 0;
     for (t, turn) in turns.iter().enumerate() {
         say!("Turn {}: {}", t + 1, turn.title);
-        let mut executor = airlock.executor(cx);
+        let reviewer = reviewer.as_ref().filter(|_| turn.reviewer);
+        let mut executor = match reviewer {
+            Some(reviewer) => reviewer.executor(reviewer.context()),
+            None => airlock.executor(cx.clone()),
+        };
         for (i, step) in turn.steps.iter().enumerate() {
             executor.add(ToolUse::new(
                 format!("t{}-{}", t + 1, i + 1),
@@ -268,7 +382,10 @@ async fn demo() -> anyhow::Result<bool> {
                 }
             }
         }
-        cx = executor.into_context().await;
+        let after = executor.into_context().await;
+        if reviewer.is_none() {
+            cx = after;
+        }
         print_timeline(turn, t + 1, &spans);
         say!("      context: the cwd is {}\n", cx.cwd());
     }

@@ -599,7 +599,13 @@ fn the_demo_runs_end_to_end() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("all as expected"), "{stdout}");
-    assert!(stdout.contains("[20/20]"), "{stdout}");
+    // The git turns run where git is installed and programs can be
+    // confined (this machine kind), and say why not elsewhere.
+    let git_ran = stdout.contains("[25/25]") && stdout.contains("Read-only file system");
+    assert!(
+        git_ran || stdout.contains("the git turns are skipped"),
+        "{stdout}"
+    );
     assert!(stdout.contains("a shell in the sandbox"), "{stdout}");
     assert!(stdout.contains("timeline of turn 1"), "{stdout}");
 }
