@@ -93,11 +93,13 @@ async fn host(dir: &Path) -> Airlock {
 }
 
 /// [`host`], with `git` and `python3` granted to `bash` (confined through
-/// this crate's `sandbox_helper`, since a test binary cannot be its own).
+/// this crate's `sandbox_helper`, since a test binary cannot be its own),
+/// and 8 MiB to write per call.
 async fn host_with_programs(dir: &Path) -> Airlock {
     let mut config = workspace_config(dir);
     config.permissions.default_mode = PermissionMode::BypassPermissions;
     config.sandbox_helper = Some(env!("CARGO_BIN_EXE_sandbox_helper").into());
+    config.limits.write_mib = 8;
     let shell = config.tools.entry("bash".into()).or_default();
     shell.programs = vec!["git".into(), "/usr/bin/python3".into()];
     airlock(config).await
@@ -213,6 +215,10 @@ async fn granted_programs_are_classified_and_confined_like_any_line() {
         "{e}"
     );
     assert!(!e.contains("s3cret"), "{e}");
+    // No file larger than what the call may still write (`limits.write_mib`).
+    let big = "python3 -c 'open(\"big.bin\", \"wb\").write(bytes(16 << 20))'";
+    let e = err(&bash(&airlock, &mut cx, big).await).message.clone();
+    assert!(e.contains("File too large"), "{e}");
 }
 
 /// The call's time limit stops a granted program and everything it

@@ -70,7 +70,8 @@ impl WriteBudget {
         self.exhausted.load(Ordering::Relaxed)
     }
 
-    fn remaining(&self) -> u64 {
+    /// What is left to write.
+    pub(crate) fn remaining(&self) -> u64 {
         self.remaining.load(Ordering::Relaxed)
     }
 

@@ -56,6 +56,9 @@ impl HostState {
             ));
         }
         confinement.env = request.env.into_iter().collect();
+        // No file it writes may be larger than what the call may still
+        // write (the budget bounds a component's writes in all).
+        confinement.limits.file_bytes = Some(self.budget.remaining());
         let helper =
             Helper::at(self.programs.helper.as_deref()).map_err(|e| format!("{name}: {e}"))?;
         let (command, _root) = helper
