@@ -32,7 +32,7 @@ fn install(python: &Path) -> Result<PathBuf, String> {
     if installed() && bin.is_file() {
         return Ok(bin);
     }
-    super::python::pip_install(python, PIN)?;
+    super::python::pip_install(python, PIN, None)?;
     if !bin.is_file() {
         return Err(format!(
             "`pip install {PIN}` did not install {}",

@@ -52,6 +52,6 @@ fn node_wheel(python: &Path) -> Result<PathBuf, String> {
     if let Some(dir) = probe(python) {
         return Ok(dir);
     }
-    super::python::pip_install(python, NODE_PIN)?;
+    super::python::pip_install(python, NODE_PIN, None)?;
     probe(python).ok_or_else(|| format!("{NODE_PIN} was installed but does not import"))
 }

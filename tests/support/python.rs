@@ -56,7 +56,7 @@ fn provision(venv: &Path) -> Result<PathBuf, String> {
             last_line(&created)
         ));
     }
-    pip_install(&python, PIN)?;
+    pip_install(&python, PIN, None)?;
     if !imports_the_pin(&python) {
         return Err(format!(
             "{PIN} was installed into {} but does not import",
@@ -67,16 +67,23 @@ fn provision(venv: &Path) -> Result<PathBuf, String> {
     Ok(python)
 }
 
-/// Installs `pin` into the environment whose interpreter is `python`.
-pub fn pip_install(python: &Path, pin: &str) -> Result<(), String> {
-    let installed = run(Command::new(python).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        pin,
-    ]))?;
+/// Installs `pin` with the environment whose interpreter is `python`:
+/// into that environment, or into `target` (a directory for `PYTHONPATH`).
+pub fn pip_install(python: &Path, pin: &str, target: Option<&Path>) -> Result<(), String> {
+    let target: &[&std::ffi::OsStr] = match target {
+        Some(dir) => &["--target".as_ref(), dir.as_os_str()],
+        None => &[],
+    };
+    let installed = run(Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(target)
+        .arg(pin))?;
     if !installed.status.success() {
         return Err(format!(
             "`pip install {pin}` with {} failed: {}",

@@ -592,6 +592,83 @@ fn bash_runs_granted_programs_confined_by_the_calls_grants() {
     );
 }
 
+/// The toolchains an agent runs, granted to `bash` and confined: pytest on
+/// a small project (its packages installed into the workspace, the
+/// system's python3 granted, since a program inside a writable grant is
+/// not), `node -e`, and cargo with its toolchain's directories mounted
+/// read-only (`HOME` is private, so rustup is told where they are).
+#[cfg(target_os = "linux")]
+#[test]
+fn bash_runs_the_toolchains_an_agent_uses() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path().canonicalize().unwrap();
+    std::fs::write(ws.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
+    std::fs::write(
+        ws.join("test_calc.py"),
+        "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_fails():\n    assert add(2, 2) == 5\n",
+    )
+    .unwrap();
+    let deps = ws.join(".deps");
+    python::pip_install(python::python(), "pytest==8.3.5", Some(&deps)).unwrap();
+    let dir = ws.to_str().unwrap();
+    let cargo_home = std::env::var("CARGO_HOME")
+        .unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap()));
+    let rustup_home = std::env::var("RUSTUP_HOME")
+        .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap()));
+    let cargo = format!("{cargo_home}/bin/cargo");
+    let bash = |command: String| {
+        serde_json::json!({"name": "bash", "input": {"command": command}}).to_string() + "\n"
+    };
+    let lines = [
+        bash(
+            "PYTHONPATH=.deps python3 -m pytest -q -p no:cacheprovider test_calc.py | tail -n 1"
+                .into(),
+        ),
+        bash("node -e 'console.log(6 * 7)'".into()),
+        bash(format!(
+            "RUSTUP_HOME={rustup_home} CARGO_HOME={cargo_home} cargo --version | cut -d ' ' -f 1"
+        )),
+    ]
+    .concat();
+    let out = airlock_with_stdin(
+        home.path(),
+        &[
+            "--workspace",
+            dir,
+            "--mode",
+            "bypassPermissions",
+            "--allow-program",
+            "/usr/bin/python3",
+            "--allow-program",
+            "node",
+            "--allow-program",
+            &cargo,
+            "--mount",
+            &cargo_home,
+            "--mount",
+            &rustup_home,
+            "run",
+        ],
+        &lines,
+    );
+    let results = json_lines(&out.stdout);
+    let content: Vec<&str> = results
+        .iter()
+        .map(|r| r["content"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        results.len(),
+        3,
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(content[0].contains("1 failed, 1 passed"), "{content:?}");
+    assert_eq!(content[1], "42\n", "{content:?}");
+    assert_eq!(content[2], "cargo\n", "{content:?}");
+}
+
 #[test]
 fn the_demo_runs_end_to_end() {
     let home = tempfile::tempdir().unwrap();
