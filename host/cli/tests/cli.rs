@@ -617,6 +617,9 @@ fn bash_runs_the_toolchains_an_agent_uses() {
     let rustup_home = std::env::var("RUSTUP_HOME")
         .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap()));
     let cargo = format!("{cargo_home}/bin/cargo");
+    // The toolchain this test runs under (rustup sets it for cargo's
+    // children), so rustup needs no default of its own.
+    let toolchain = std::env::var("RUSTUP_TOOLCHAIN").unwrap_or_else(|_| "1.95.0".into());
     let bash = |command: String| {
         serde_json::json!({"name": "bash", "input": {"command": command}}).to_string() + "\n"
     };
@@ -627,7 +630,8 @@ fn bash_runs_the_toolchains_an_agent_uses() {
         ),
         bash("node -e 'console.log(6 * 7)'".into()),
         bash(format!(
-            "RUSTUP_HOME={rustup_home} CARGO_HOME={cargo_home} cargo --version | cut -d ' ' -f 1"
+            "RUSTUP_HOME={rustup_home} CARGO_HOME={cargo_home} RUSTUP_TOOLCHAIN={toolchain} \
+             cargo --version | cut -d ' ' -f 1"
         )),
     ]
     .concat();
