@@ -28,8 +28,10 @@ mod run;
 use airlock_host::Airlock;
 use airlock_host::Config;
 use airlock_host::PermissionMode;
+use airlock_host::ToolContext;
 use airlock_host::WorkspaceAccess;
-use airlock_host::config::{MountConfig, ToolConfig};
+use airlock_host::config::{MountConfig, ToolConfig, default_contexts_dir};
+use airlock_host::context_store::{Contexts, Files, Loaded};
 use airlock_host::tool::{CancellationToken, ProgressSink};
 use airlock_host::{AllowPrompter, DenyPrompter, PermissionPrompter};
 use airlock_host::{CallControl, ToolUse};
@@ -155,6 +157,11 @@ enum Command {
         /// Print the whole result as JSON.
         #[arg(long)]
         json: bool,
+        /// Start from a fresh context: forget the cwd, variables and reads
+        /// that earlier calls in this workspace left (each workspace keeps
+        /// one between calls, as an agent's loop does).
+        #[arg(long)]
+        fresh: bool,
     },
     /// Feeds tool uses (JSON lines, or a recorded Anthropic event stream) to the streaming executor and prints one JSON result per line, in order.
     Run {
@@ -513,7 +520,12 @@ async fn run(cli: Cli) -> ExitCode {
             None => no_such_tool(&airlock, &tool),
         },
         Command::Approve { tool } => approve(&airlock, &tool),
-        Command::Call { tool, input, json } => call(&airlock, &tool, &input, json).await,
+        Command::Call {
+            tool,
+            input,
+            json,
+            fresh,
+        } => call(&airlock, &tool, &input, json, fresh).await,
         Command::Run {
             input,
             replay_timing,
@@ -740,7 +752,7 @@ fn no_such_tool(airlock: &Airlock, name: &str) -> ExitCode {
     ExitCode::from(EXIT_NO_TOOL)
 }
 
-async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCode {
+async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool, fresh: bool) -> ExitCode {
     if airlock.registry().get(tool).is_none() {
         return no_such_tool(airlock, tool);
     }
@@ -784,6 +796,13 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCod
         }
     });
     let mut cx = airlock.context();
+    let kept = match kept_context(airlock, &mut cx, fresh).await {
+        Ok(kept) => kept,
+        Err(e) => {
+            eprintln!("airlock: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     let result = airlock
         .call_with(
             &mut cx,
@@ -793,6 +812,11 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCod
         .await;
     interrupt.abort();
     let _ = printer.await;
+    if let Some((contexts, loaded)) = kept
+        && let Err(e) = contexts.save(loaded, &cx).await
+    {
+        eprintln!("airlock: the context was not kept for the next call: {e}");
+    }
 
     let written = render::to_stdout(|out| render::result(&result, json, out));
     if written.is_err() {
@@ -803,6 +827,39 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool) -> ExitCod
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The workspace's context, kept between `airlock call`s (as an MCP
+/// client's default context is between its calls), restored into `cx`: the
+/// cwd, the variables tools set and the reads `edit` checks. `fresh`
+/// forgets it first. `None` without a place to keep it (no `HOME`).
+async fn kept_context(
+    airlock: &Airlock,
+    cx: &mut ToolContext,
+    fresh: bool,
+) -> Result<Option<(Contexts, Loaded)>, String> {
+    let Some(dir) = default_contexts_dir() else {
+        return Ok(None);
+    };
+    let ttl = Duration::from_secs(airlock.config().contexts.ttl_secs.max(1));
+    let contexts = Contexts::new(
+        Arc::new(Files::new(dir)),
+        ttl,
+        "the command line's contexts",
+    );
+    let workspace = airlock.config().workspace.as_ref();
+    let owner = workspace.map_or_else(|| "no workspace".to_string(), |w| w.display().to_string());
+    if fresh {
+        contexts
+            .forget_default(Some(&owner))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let loaded = contexts
+        .load_default(cx, Some(&owner))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Some((contexts, loaded)))
 }
 
 #[cfg(all(test, feature = "mcp"))]

@@ -673,6 +673,71 @@ fn bash_runs_the_toolchains_an_agent_uses() {
     assert_eq!(content[2], "cargo\n", "{content:?}");
 }
 
+/// Each workspace keeps its context between `airlock call`s, as an agent's
+/// loop keeps one: `call read` then `call edit` works, as does a `cd` the
+/// next call sees; `--fresh` starts clean (the read is forgotten, so the
+/// edit is refused); another workspace has a context of its own.
+#[test]
+fn calls_in_a_workspace_share_its_context_until_fresh() {
+    let home = tempfile::tempdir().unwrap();
+    let (ws, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    std::fs::write(ws.path().join("sub/a.txt"), "hello world\n").unwrap();
+    std::fs::write(other.path().join("a.txt"), "hello world\n").unwrap();
+    let call = |ws: &Path, args: &[&str]| {
+        let mut all = vec!["--workspace", ws.to_str().unwrap(), "--yes", "call"];
+        all.extend_from_slice(args);
+        airlock(home.path(), &all)
+    };
+    let edit = |from: &str, to: &str| {
+        serde_json::json!({"file_path": "a.txt", "old_string": from, "new_string": to}).to_string()
+    };
+    assert!(
+        call(ws.path(), &["cd", r#"{"path":"sub"}"#])
+            .status
+            .success()
+    );
+    let out = call(ws.path(), &["read", r#"{"file_path":"a.txt"}"#]);
+    assert!(
+        out.status.success(),
+        "the cd was kept: {}",
+        text(&out.stderr)
+    );
+    let out = call(ws.path(), &["edit", &edit("world", "there")]);
+    assert!(
+        out.status.success(),
+        "the read was kept: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("sub/a.txt")).unwrap(),
+        "hello there\n"
+    );
+
+    let out = call(other.path(), &["edit", &edit("world", "there")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("has not been read yet"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = call(
+        ws.path(),
+        &[
+            "edit",
+            "--fresh",
+            r#"{"file_path":"sub/a.txt","old_string":"there","new_string":"x"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("has not been read yet"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn the_demo_runs_end_to_end() {
     let home = tempfile::tempdir().unwrap();

@@ -53,8 +53,8 @@ pub mod config {
     pub use airlock_core::config::{
         AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig,
         MountConfig, ScopeTools, SecretConfig, ServerWorkspace, ToolConfig, ToolSearchMode,
-        TrustRule, approvals_file, default_cache_dir, default_sdk_dir, default_tool_dir, hooks,
-        settings,
+        TrustRule, approvals_file, default_cache_dir, default_contexts_dir, default_sdk_dir,
+        default_tool_dir, hooks, settings,
     };
 }
 

@@ -815,6 +815,13 @@ impl Config {
                     unreadable: true,
                 }),
         );
+        // The command line's contexts: what `edit` trusts a read by.
+        paths.extend(default_contexts_dir().map(|path| HostPath {
+            what: "the command line's contexts",
+            path,
+            is_dir: true,
+            unreadable: true,
+        }));
         paths.extend(
             self.secrets
                 .values()
@@ -886,6 +893,12 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 /// `~/.local/state/airlock/results`, outside any workspace.
 pub fn default_results_dir() -> Option<PathBuf> {
     user_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("airlock/results"))
+}
+
+/// Where `airlock call` keeps each workspace's context between calls:
+/// `$XDG_STATE_HOME/airlock/contexts`, or `~/.local/state/airlock/contexts`.
+pub fn default_contexts_dir() -> Option<PathBuf> {
+    user_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("airlock/contexts"))
 }
 
 /// The user's tool directory, where `just build-guests` installs tools:

@@ -118,4 +118,9 @@ impl ContextStore for Memory {
         self.write(id, true, set, remove, ttl);
         Ok(())
     }
+
+    async fn remove(&self, id: &str) -> Result<(), StoreError> {
+        self.lock().contexts.remove(id);
+        Ok(())
+    }
 }

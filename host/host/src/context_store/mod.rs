@@ -2,7 +2,8 @@
 //! from one call to the next (the cwd, the environment tools set, each
 //! tool's state, the read-file stamps `edit` checks), saved under an opaque
 //! context id in a [`ContextStore`]: in this process ([`Memory`], the
-//! default) or in Redis ([`Redis`], shared by replicas).
+//! default), in Redis ([`Redis`], shared by replicas), or in files
+//! ([`Files`], for `airlock call`, whose calls are separate processes).
 //!
 //! A context is a set of fields. A call loads them, runs against the
 //! restored [`ToolContext`], and writes back only the fields it changed, in
@@ -38,9 +39,11 @@
 //! # });
 //! ```
 
+mod files;
 mod memory;
 mod redis;
 
+pub use files::Files;
 pub use memory::Memory;
 pub use redis::Redis;
 
@@ -85,6 +88,9 @@ pub trait ContextStore: Send + Sync + 'static {
         remove: &[String],
         ttl: Duration,
     ) -> Result<(), StoreError>;
+
+    /// Forgets context `id` (nothing happens when the store holds none).
+    async fn remove(&self, id: &str) -> Result<(), StoreError>;
 }
 
 /// A store that failed (down, unreachable, refused the command).
@@ -427,6 +433,13 @@ impl Contexts {
             keep: false,
             before,
         })
+    }
+
+    /// Forgets the default context (`owner`'s, with one): the next call
+    /// that names no context starts from a fresh one.
+    pub async fn forget_default(&self, owner: Option<&str>) -> Result<(), ContextError> {
+        let key = default_key(owner);
+        self.store.remove(&key).await.map_err(|e| self.failed(e))
     }
 
     /// Writes what the call changed in `cx` since it was loaded: creates a

@@ -217,6 +217,12 @@ impl ContextStore for Redis {
     ) -> Result<(), StoreError> {
         self.write(id, &now(), set, remove, ttl).await.map(drop)
     }
+
+    async fn remove(&self, id: &str) -> Result<(), StoreError> {
+        self.script("return redis.call('DEL', KEYS[1])", id, &[])
+            .await
+            .map(drop)
+    }
 }
 
 /// A reply, as RESP2 has them.

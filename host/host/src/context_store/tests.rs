@@ -141,7 +141,17 @@ async fn the_default_context_is_shared_by_calls_that_name_none_and_kept_apart() 
 
 #[tokio::test]
 async fn a_merge_creates_sets_removes_and_starts_an_expired_context_anew() {
-    let store = Memory::default();
+    let dir = tempfile::tempdir().unwrap();
+    let stores: [Box<dyn ContextStore>; 2] = [
+        Box::new(Memory::default()),
+        Box::new(Files::new(dir.path().join("contexts"))),
+    ];
+    for store in stores {
+        merges_and_removes(store.as_ref()).await;
+    }
+}
+
+async fn merges_and_removes(store: &dyn ContextStore) {
     let ttl = Duration::from_secs(60);
     let cwd: Fields = [("cwd".to_string(), "/a".to_string())].into();
     let env: Fields = [("env:A".to_string(), "1".to_string())].into();
@@ -158,7 +168,11 @@ async fn a_merge_creates_sets_removes_and_starts_an_expired_context_anew() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     store.merge("default", &cwd, &[], ttl).await.unwrap();
-    assert_eq!(store.load("default", ttl).await.unwrap(), Some(cwd));
+    assert_eq!(store.load("default", ttl).await.unwrap(), Some(cwd.clone()));
+    assert!(!store.update("other", &cwd, &[], ttl).await.unwrap());
+    store.remove("default").await.unwrap();
+    assert_eq!(store.load("default", ttl).await.unwrap(), None);
+    store.remove("default").await.unwrap();
 }
 
 #[tokio::test]
