@@ -149,10 +149,12 @@ fn program_reads(name: &str, args: &[String]) -> bool {
         let Some(sub) = rest.next() else {
             return false;
         };
+        // Long options may be abbreviated (`--open` for
+        // `--open-files-in-pager`, `--out` for `--output`).
         let refused = |a: &String| {
-            a.starts_with("--output")
+            a.starts_with("--out")
                 || a == "--ext-diff"
-                || a.starts_with("--open-files-in-pager")
+                || (sub == "grep" && a.starts_with("--o"))
                 || (a.starts_with('-') && !a.starts_with("--") && a.contains('O'))
         };
         return GIT_READS.contains(&sub.as_str()) && !rest.any(refused);
@@ -318,15 +320,19 @@ pub(crate) fn is_read_only(line: &str) -> bool {
     for words in simple_commands {
         // Leading assignments (`LC_ALL=C sort`) set the command's
         // environment only.
-        let mut words = words
-            .into_iter()
-            .skip_while(|w| w.split_once('=').is_some_and(|(n, _)| is_name(n)));
+        let assigned = words
+            .iter()
+            .take_while(|w| w.split_once('=').is_some_and(|(n, _)| is_name(n)))
+            .count();
+        let mut words = words.into_iter().skip(assigned);
         let Some(name) = words.next().map(|w| w.replace(EXPANDS, "")) else {
             continue;
         };
         let args: Vec<String> = words.collect();
         let builtin_reads = READ_ONLY.contains(&name.as_str()) && !writes(&name, &args);
-        if !builtin_reads && !program_reads(&name, &args) {
+        // A program's environment can make it run more (`GIT_EXTERNAL_DIFF`,
+        // `GIT_CONFIG_*`), so only one given none reads.
+        if !builtin_reads && (assigned > 0 || !program_reads(&name, &args)) {
             return false;
         }
         any = true;
@@ -451,6 +457,10 @@ mod tests {
             "git diff --output=patch",
             "git diff --ext-diff",
             "git grep -O x",
+            "git grep --open=vim x",
+            "git diff --out=patch",
+            "GIT_EXTERNAL_DIFF=x git diff",
+            "GIT_CONFIG_COUNT=1 git status",
             "git log $OPTS",
             "python3 gen.py",
             "python3 -c 'print(1)'",

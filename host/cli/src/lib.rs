@@ -799,8 +799,10 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool, fresh: boo
     let kept = match kept_context(airlock, &mut cx, fresh).await {
         Ok(kept) => kept,
         Err(e) => {
-            eprintln!("airlock: {e}");
-            return ExitCode::from(EXIT_CONFIG);
+            eprintln!(
+                "airlock: the workspace's context cannot be kept ({e}); this call starts from a fresh one"
+            );
+            None
         }
     };
     let result = airlock

@@ -59,6 +59,8 @@ impl HostState {
         // No file it writes may be larger than what the call may still
         // write (the budget bounds a component's writes in all).
         confinement.limits.file_bytes = Some(self.budget.remaining());
+        // Its CPU time, as its wall time, is the command line's.
+        confinement.limits.cpu_seconds = Some(request.timeout_ms.div_ceil(1000).max(1));
         let helper =
             Helper::at(self.programs.helper.as_deref()).map_err(|e| format!("{name}: {e}"))?;
         let (command, _root) = helper

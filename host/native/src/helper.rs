@@ -50,9 +50,19 @@ pub(crate) fn run(plan: Plan) -> ! {
             fail(&format!("cannot write {file}: {e}"));
         }
     }
+    // Pid 1 holds the read end: it ends when the helper dies, which is how
+    // pid 1 sees a death that came before its PR_SET_PDEATHSIG.
+    let mut alive = [0; 2];
+    // SAFETY: `alive` is two writable descriptors' worth of space.
+    if unsafe { libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        fail(&format!(
+            "cannot make a pipe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
     let init = fork();
     if init == 0 {
-        self::init(&plan);
+        self::init(&plan, alive);
     }
     let status = wait_for(init);
     pids::leave(pids);
@@ -69,9 +79,23 @@ pub(crate) fn forget_pids(name: &OsStr) {
 
 /// The pid namespace's first process: builds the root, starts the program
 /// and reaps until it exits.
-fn init(plan: &Plan) -> ! {
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+fn init(plan: &Plan, [alive, helper_end]: [libc::c_int; 2]) -> ! {
+    // SAFETY: prctl with integer arguments only; closing our copy of the
+    // pipe's write end, which nothing else here uses.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::close(helper_end);
+    }
+    let mut poll = libc::pollfd {
+        fd: alive,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no waiting.
+    if unsafe { libc::poll(&mut poll, 1, 0) } != 0 {
+        // The helper died before the death signal was set.
+        std::process::exit(137);
+    }
     if let Err(e) = build_root(plan) {
         fail(&e);
     }
@@ -660,13 +684,23 @@ mod pids {
     }
 
     /// Where a pids cgroup may be made: v1's hierarchy, v2's own cgroup.
+    /// Both under this process's own cgroup, so a service manager's bound
+    /// on the service (systemd's `TasksMax`, its kill on stop) still holds.
     pub(super) fn parents() -> Vec<PathBuf> {
-        let mut parents = vec![PathBuf::from("/sys/fs/cgroup/pids")];
-        if let Ok(own) = fs::read_to_string("/proc/self/cgroup")
-            && let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::"))
-        {
-            parents.push(PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/')));
-        }
-        parents
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let under = |root: &str, path: &str| PathBuf::from(root).join(path.trim_start_matches('/'));
+        let v1 = own.lines().find_map(|l| {
+            let (_, rest) = l.split_once(':')?;
+            let (controllers, path) = rest.split_once(':')?;
+            controllers
+                .split(',')
+                .any(|c| c == "pids")
+                .then(|| under("/sys/fs/cgroup/pids", path))
+        });
+        let v2 = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .map(|p| under("/sys/fs/cgroup", p));
+        v1.into_iter().chain(v2).collect()
     }
 }

@@ -152,13 +152,13 @@ impl Helper {
     }
 
     fn probe(&self) -> Result<(), Refused> {
-        let confinement = Confinement::new(std::env::temp_dir());
+        // `/tmp` is the one directory a confinement always has (the
+        // host's TMPDIR may be elsewhere).
+        let confinement = Confinement::new("/tmp");
         let plan = Plan::new(&confinement, Path::new("/"), &[], true);
         let (mut command, _dir) = self.prepared(plan)?;
-        let output = command
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Refused(format!("cannot start {}: {e}", self.exe.display())))?;
+        let output = probed(command.stdin(Stdio::null()))
+            .map_err(|e| Refused(format!("cannot run {}: {e}", self.exe.display())))?;
         let said = String::from_utf8_lossy(&output.stdout);
         if output.status.success() && said.trim_end() == READY {
             return Ok(());
@@ -205,6 +205,31 @@ impl Helper {
         command.env_clear().env(PLAN_VAR, plan);
         Ok((command, CallDir(dir)))
     }
+}
+
+/// How long the check may take: a binary that is not a helper runs its
+/// own `main`, which may never end.
+const PROBE_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `command`'s output, killed past [`PROBE_TIME`].
+fn probed(command: &mut Command) -> std::io::Result<std::process::Output> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let deadline = std::time::Instant::now() + PROBE_TIME;
+    while child.try_wait()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other(format!(
+                "it did not finish within {} s",
+                PROBE_TIME.as_secs()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.wait_with_output()
 }
 
 /// The directory a confined program's root is mounted on (empty on the

@@ -142,7 +142,7 @@ impl Confinement {
 /// Bounds on a confined program and everything it starts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
-    /// Address space per process, in bytes (`RLIMIT_AS`).
+    /// Address space per process, in bytes (`RLIMIT_AS`; default 4 GiB).
     pub memory_bytes: Option<u64>,
     /// CPU time per process, in seconds (`RLIMIT_CPU`).
     pub cpu_seconds: Option<u64>,
@@ -160,7 +160,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            memory_bytes: None,
+            memory_bytes: Some(4 << 30),
             cpu_seconds: None,
             file_bytes: None,
             open_files: 1024,

@@ -17,6 +17,10 @@ fn main() -> std::process::ExitCode {
     let cases: &[(&str, fn())] = &[
         ("probe_reports_ready", probe_reports_ready),
         (
+            "the_probe_holds_wherever_the_hosts_tmpdir_is",
+            the_probe_holds_wherever_the_hosts_tmpdir_is,
+        ),
+        (
             "grants_are_read_and_written_as_given",
             grants_are_read_and_written_as_given,
         ),
@@ -142,6 +146,22 @@ fn python(confinement: &Confinement, code: &str) -> (i32, String) {
 
 fn probe_reports_ready() {
     assert_eq!(helper().check(), Ok(()));
+}
+
+fn the_probe_holds_wherever_the_hosts_tmpdir_is() {
+    let before = std::env::var_os("TMPDIR");
+    // SAFETY: the cases run one after another on the main thread, and no
+    // other thread of this binary reads the environment.
+    unsafe { std::env::set_var("TMPDIR", "/var/tmp") };
+    let checked = Helper::new(std::env::current_exe().unwrap()).check();
+    // SAFETY: as above.
+    unsafe {
+        match before {
+            Some(dir) => std::env::set_var("TMPDIR", dir),
+            None => std::env::remove_var("TMPDIR"),
+        }
+    }
+    assert_eq!(checked, Ok(()));
 }
 
 fn grants_are_read_and_written_as_given() {
