@@ -4,7 +4,7 @@
 //! context lives `ttl` after its last use (the file records until when).
 //! The steps are small blocking file operations.
 
-use super::{ContextStore, Fields, StoreError};
+use super::{ContextStore, Fields, StoreError, apply};
 use async_trait::async_trait;
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -21,6 +21,26 @@ impl Files {
     /// Contexts in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Files {
         Files { dir: dir.into() }
+    }
+
+    /// Sets `set` and removes `remove` in context `id`, creating it if
+    /// `create`; `false`, and nothing written, when it does not exist (or
+    /// expired) and is not to be created.
+    fn change(
+        &self,
+        id: &str,
+        create: bool,
+        set: &Fields,
+        remove: &[String],
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        self.locked(id, |path| {
+            let Some(mut fields) = read(path)?.or_else(|| create.then(Fields::new)) else {
+                return Ok(false);
+            };
+            apply(&mut fields, set, remove);
+            write(path, &fields, ttl).map(|()| true)
+        })
     }
 
     /// Runs `step` on context `id`'s file while holding its lock.
@@ -94,13 +114,6 @@ fn write(path: &Path, fields: &Fields, ttl: Duration) -> std::io::Result<()> {
     std::fs::rename(fresh, path)
 }
 
-fn apply(fields: &mut Fields, set: &Fields, remove: &[String]) {
-    fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-    for key in remove {
-        fields.remove(key);
-    }
-}
-
 #[async_trait]
 impl ContextStore for Files {
     async fn load(&self, id: &str, ttl: Duration) -> Result<Option<Fields>, StoreError> {
@@ -124,13 +137,7 @@ impl ContextStore for Files {
         remove: &[String],
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        self.locked(id, |path| {
-            let Some(mut fields) = read(path)? else {
-                return Ok(false);
-            };
-            apply(&mut fields, set, remove);
-            write(path, &fields, ttl).map(|()| true)
-        })
+        self.change(id, false, set, remove, ttl)
     }
 
     async fn merge(
@@ -140,11 +147,7 @@ impl ContextStore for Files {
         remove: &[String],
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        self.locked(id, |path| {
-            let mut fields = read(path)?.unwrap_or_default();
-            apply(&mut fields, set, remove);
-            write(path, &fields, ttl)
-        })
+        self.change(id, true, set, remove, ttl).map(drop)
     }
 
     async fn remove(&self, id: &str) -> Result<(), StoreError> {

@@ -1,6 +1,6 @@
 //! [`Memory`]: contexts in this process (the default store).
 
-use super::{ContextStore, Fields, StoreError};
+use super::{ContextStore, Fields, StoreError, apply};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -68,10 +68,7 @@ impl Memory {
             .contexts
             .entry(id.to_string())
             .or_insert_with(|| (Fields::new(), now));
-        fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-        for key in remove {
-            fields.remove(key);
-        }
+        apply(fields, set, remove);
         *until = now + ttl;
         inner.wrote(now);
         true

@@ -93,6 +93,15 @@ pub trait ContextStore: Send + Sync + 'static {
     async fn remove(&self, id: &str) -> Result<(), StoreError>;
 }
 
+/// Sets `set` and removes `remove` in `fields`: one write of a context, as
+/// every store applies it.
+pub(crate) fn apply(fields: &mut Fields, set: &Fields, remove: &[String]) {
+    fields.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for key in remove {
+        fields.remove(key);
+    }
+}
+
 /// A store that failed (down, unreachable, refused the command).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError(pub String);
