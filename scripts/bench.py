@@ -673,20 +673,20 @@ def main():
         "",
         "1. `sleep {\"ms\": 0}` through `Airlock::call`: schema validation, the tool's "
         "preflight exports (none declared), permissions, a fresh sandboxed store from the "
-        "pool, result processing, telemetry (`host/host/benches/overhead.rs`).",
+        "pool, result processing, telemetry (`host/runtime/benches/overhead.rs`).",
         f"2. `airlock call sleep` as a new process with the {components - 1} bundled tools and "
         "one more component in a tool directory, from an empty home (so no user "
         "configuration); the cold run deletes the artifact cache first.",
-        "3. Whole batches through one streaming executor (`host/host/benches/scheduler.rs`); the "
+        "3. Whole batches through one streaming executor (`host/runtime/benches/scheduler.rs`); the "
         "ideal mixed schedule is two 50 ms sleeps plus one `write`, each measured alone.",
-        "4. A recorded Anthropic stream replayed in real time (`host/host/benches/streaming.rs`).",
+        "4. A recorded Anthropic stream replayed in real time (`host/runtime/benches/streaming.rs`).",
         "5. The bundled `grep` component, and a hand-written worst-case loop, on engines "
         "with and without epoch interruption (`host/engine/benches/epoch.rs`); cancellation from "
-        "`cancel()` to the call's result while grep searches 64 MB (`host/host/benches/live.rs`).",
+        "`cancel()` to the call's result while grep searches 64 MB (`host/runtime/benches/live.rs`).",
         f"6. One `grep` call in a running host against spawning `rg -j1` "
-        f"(`host/host/benches/grep.rs`), then both as whole processes (hyperfine); pattern "
+        f"(`host/runtime/benches/grep.rs`), then both as whole processes (hyperfine); pattern "
         f"`{GREP_PATTERN}`, count mode; the per-file counts of both are compared.",
-        "7. 1,000 `sleep` calls running at once in one process (`host/host/benches/live.rs`).",
+        "7. 1,000 `sleep` calls running at once in one process (`host/runtime/benches/live.rs`).",
         "8. `airlock mcp` as a child process driven by a raw JSON-RPC client over its "
         "stdin/stdout, one write per message (`host/cli/benches/mcp_stdio.rs`): `tools/call` of "
         "`sleep {\"ms\": 0}` one at a time and 64 at once, `ping`, the same request echoed "
@@ -696,10 +696,10 @@ def main():
         "(`scripts/mcp_sdk_read.py`).",
         "10. One agent context keeps 2,000 `sleep` calls of 50 ms in flight (so about a "
         "thousand wait for a pool slot); another makes 200 `sleep {\"ms\": 0}` calls one "
-        "after another (`host/host/benches/live.rs`). Slots go to the contexts in turn.",
+        "after another (`host/runtime/benches/live.rs`). Slots go to the contexts in turn.",
         "12. The stock Python and JavaScript components of `tests/stock/` (no SDK; built "
         "by componentize-py 0.25.1 and jco 1.35.0 on first use) and the bundled Rust `sleep`, "
-        "each alone in a host (`host/host/benches/languages.rs`): a trivial call (`upper` of "
+        "each alone in a host (`host/runtime/benches/languages.rs`): a trivial call (`upper` of "
         "\"hi\"; `sleep {\"ms\": 0}`) through `Airlock::call`; `Airlock::new` with an empty "
         "artifact cache (the compile, median of three); 100 calls of each running at once "
         "(memory over the idle host, as PSS, which counts a page mapped by several instances "
@@ -707,7 +707,7 @@ def main():
         "with only that tool (hyperfine, cache warm).",
         "11. 300 copies of `sleep`, each with a custom section of its own, loaded from a tool "
         "directory with an empty artifact cache: a few at a time, within a 128 MiB budget of "
-        "component bytes (`host/host/benches/live.rs`, run first in its process).",
+        "component bytes (`host/runtime/benches/live.rs`, run first in its process).",
         "",
         "## Commands",
         "",

@@ -241,7 +241,7 @@ fn init_repository(workspace: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// Runs the demo.
-pub(crate) async fn run() -> ExitCode {
+pub(crate) async fn play() -> ExitCode {
     match demo().await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(super::EXIT_CALL_FAILED),

@@ -279,7 +279,7 @@ pub fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         tokio::select! {
-            code = run(cli) => code,
+            code = dispatch(cli) => code,
             (name, number) = stop_signal() => {
                 eprintln!("airlock: {name}; stopping");
                 ExitCode::from(128 + number)
@@ -426,9 +426,9 @@ fn init_logging(verbose: u8) {
         .try_init();
 }
 
-async fn run(cli: Cli) -> ExitCode {
+async fn dispatch(cli: Cli) -> ExitCode {
     match &cli.command {
-        Command::Demo => return demo::run().await,
+        Command::Demo => return demo::play().await,
         Command::New { name, lang, dir } => return author::new(*lang, name, dir.as_deref()),
         Command::Keygen { path } => return distribution::keygen(path),
         _ => {}
@@ -530,7 +530,7 @@ async fn run(cli: Cli) -> ExitCode {
             input,
             replay_timing,
             timeline,
-        } => match run::run(&airlock, &input, replay_timing, timeline.as_deref()).await {
+        } => match run::uses_from(&airlock, &input, replay_timing, timeline.as_deref()).await {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(EXIT_CALL_FAILED),
             Err(message) => {

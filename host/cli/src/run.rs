@@ -24,7 +24,7 @@ use tokio::io::AsyncBufReadExt;
 
 /// Runs the executor over `input` (`-` for stdin). Returns whether every
 /// use succeeded, or why the input could not be used.
-pub(crate) async fn run(
+pub(crate) async fn uses_from(
     airlock: &airlock_host::Airlock,
     input: &str,
     replay_timing: bool,

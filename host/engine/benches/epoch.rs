@@ -20,7 +20,7 @@
 //!
 //! Run with `cargo bench -p airlock-engine --bench epoch`.
 
-#[path = "../../host/benches/support/mod.rs"]
+#[path = "../../runtime/benches/support/mod.rs"]
 mod support;
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -12,8 +12,8 @@ pub use http_front::HttpOptions;
 use http_front::{HttpFront, OrderedSessions, default_caller_sessions};
 use mapping::{logging, mcp_result};
 pub use server::McpServer;
-use server::{Progress, identity, narrowed, no_such_tool, tool_view};
-use turn::{Closed, Received, cancelled_by_client, connection_closed, wait_turn, waiting};
+use server::{identity, narrowed, no_such_tool, tool_view};
+use turn::{Closed, Received, cancelled_by_client, wait_turn, waiting};
 use turns::{Answering, Ordered};
 
 use airlock_host::Airlock;
@@ -36,6 +36,7 @@ mod callers;
 mod http_front;
 mod lines;
 mod mapping;
+mod relay;
 mod rounds;
 mod server;
 mod sse;

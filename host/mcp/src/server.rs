@@ -5,7 +5,8 @@
 
 use crate::lock;
 use crate::mapping::{logging, mcp_result, mcp_tool, page, path_of_file_uri, result_link};
-use crate::turn::{Received, cancelled_by_client, connection_closed, wait_turn};
+use crate::relay::{Abandon, Event, Relay, Relayed};
+use crate::turn::{Received, wait_turn};
 use crate::{
     APPROVAL_WAIT, ELICITATION_TIMEOUT, McpHost, SPILLED_MIME, asking, auth, stateless, tasks,
 };
@@ -14,7 +15,6 @@ use airlock_host::ContentBlock;
 use airlock_host::LoadError;
 use airlock_host::pipeline::results::Owner;
 use airlock_host::sanitize::{self, Sink};
-use airlock_host::tool::ProgressEvent;
 use airlock_host::{Entry, Registry};
 use airlock_host::{Executor, ExecutorEvent, ExecutorHandle, Submit};
 use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
@@ -22,10 +22,9 @@ use airlock_host::{ToolResult, ToolUse};
 use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -107,13 +106,6 @@ pub(crate) struct Session {
 pub(crate) struct Given {
     links: Vec<Resource>,
     paths: HashMap<String, (String, String)>,
-}
-
-/// A call's progress notifications: its token and what was sent.
-pub(crate) struct Progress {
-    pub(crate) token: ProgressToken,
-    pub(crate) last: f64,
-    pub(crate) count: f64,
 }
 
 impl McpServer {
@@ -370,29 +362,6 @@ impl Drop for Session {
         if let Some(executor) = self.executor.get() {
             executor.close();
         }
-    }
-}
-
-impl Progress {
-    /// The notification for `event`: the fraction done (of 1) when the
-    /// tool says it, else a count of updates; none when the value would go
-    /// backwards.
-    pub(crate) fn next(&mut self, event: &ProgressEvent) -> Option<ProgressNotificationParam> {
-        self.count += 1.0;
-        let (value, total) = match event.fraction {
-            Some(f) => (f64::from(f.clamp(0.0, 1.0)), Some(1.0)),
-            None => (self.last.max(self.count), None),
-        };
-        if value < self.last || (value == self.last && self.count > 1.0) {
-            return None;
-        }
-        self.last = value;
-        let mut param = ProgressNotificationParam::new(self.token.clone(), value)
-            .with_message(event.message.clone());
-        if let Some(total) = total {
-            param = param.with_total(total);
-        }
-        Some(param)
     }
 }
 
@@ -702,11 +671,6 @@ impl McpServer {
         let closed = wait_turn(received.as_ref(), &context.ct).await?;
         let session = &self.session;
         let id = session.next_use_id();
-        let mut progress = context.meta.get_progress_token().map(|token| Progress {
-            token,
-            last: 0.0,
-            count: 0.0,
-        });
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let tool_use = ToolUse::new(id.clone(), request.name.as_ref(), input)
             .with_caller(identity(&context).map(auth::Identity::caller));
@@ -722,49 +686,48 @@ impl McpServer {
         if let Some(received) = &received {
             received.turn.take();
         }
-        // The call's progress and log lines come before its result, and
-        // each is handed to the transport before the next is read.
-        loop {
-            tokio::select! {
-                event = events.next() => match event {
-                    Some(ExecutorEvent::Result(result)) => {
-                        if session.found_tools(&result) {
-                            let _ = context.peer.notify_tool_list_changed().await;
-                        }
-                        let spilled = result
-                            .spilled_to
-                            .as_deref()
-                            .map(|path| session.give(path, &session.id_prefix));
-                        let reply = mcp_result(*result, lists_output_schema, spilled).into();
-                        if let Some(received) = &received {
-                            received.hold_until_written(events);
-                        }
-                        return Ok(reply);
+        // The call's progress and log lines come before its result.
+        let relayed = Relay::new(&context, &closed)
+            .until_result(
+                futures::stream::unfold(&mut events, |events| async move {
+                    loop {
+                        let event = match events.next().await? {
+                            ExecutorEvent::Result(result) => Event::Result(result),
+                            ExecutorEvent::Progress(event) => Event::Progress(event),
+                            ExecutorEvent::Log(event) => Event::Log(event),
+                            _ => continue,
+                        };
+                        return Some((event, events));
                     }
-                    Some(ExecutorEvent::Progress(event)) => {
-                        if let Some(param) = progress.as_mut().and_then(|p| p.next(&event)) {
-                            let _ = context.peer.notify_progress(param).await;
-                        }
-                    }
-                    Some(ExecutorEvent::Log(event)) => {
-                        let level = session.log_level.load(Ordering::Relaxed);
-                        logging::send(&context.peer, &event, level).await;
-                    }
-                    Some(_) => {}
-                    None => {
-                        return Err(ErrorData::internal_error("the session's executor stopped", None));
-                    }
-                },
-                () = context.ct.cancelled() => {
-                    session.executor().cancel(id);
-                    return Err(cancelled_by_client());
-                }
-                () = closed.cancelled() => {
-                    session.executor().cancel(id);
-                    return Err(connection_closed());
-                }
+                }),
+                || Some(session.log_level.load(Ordering::Relaxed)),
+                std::future::pending(),
+                || session.executor().cancel(id.clone()),
+                Abandon::Return,
+            )
+            .await;
+        let result = match relayed {
+            Relayed::Result { result, .. } => result,
+            Relayed::Abandoned(error) => return Err(error),
+            Relayed::NoResult => {
+                return Err(ErrorData::internal_error(
+                    "the session's executor stopped",
+                    None,
+                ));
             }
+        };
+        if session.found_tools(&result) {
+            let _ = context.peer.notify_tool_list_changed().await;
         }
+        let spilled = result
+            .spilled_to
+            .as_deref()
+            .map(|path| session.give(path, &session.id_prefix));
+        let reply = mcp_result(*result, lists_output_schema, spilled).into();
+        if let Some(received) = &received {
+            received.hold_until_written(events);
+        }
+        Ok(reply)
     }
 }
 

@@ -26,15 +26,16 @@
 //! tool-list changes go to `subscriptions/listen` streams.
 
 use super::{
-    McpServer, Progress, Received, cancelled_by_client, connection_closed, logging, mcp_result,
-    narrowed, no_such_tool, tool_view, wait_turn, waiting,
+    McpServer, Received, logging, mcp_result, narrowed, no_such_tool, tool_view, wait_turn, waiting,
 };
 use crate::asking;
+use crate::relay::{Abandon, Event, Relay, Relayed};
 use crate::rounds::{self, Round};
 use airlock_host::adapters::mcp::output_schema;
 use airlock_host::context_store::{self, ContextError, Contexts};
 use airlock_host::tool::ProgressSink;
 use airlock_host::{CallControl, SafetyFlags, ToolUse};
+use futures::StreamExt;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion, RequestMetaObject};
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer};
@@ -306,14 +307,9 @@ impl McpServer {
         }
         .map_err(|e| context_error(&e))?;
         let use_id = session.next_use_id();
-        let mut progress = context.meta.get_progress_token().map(|token| Progress {
-            token,
-            last: 0.0,
-            count: 0.0,
-        });
         let log_level = context.meta.log_level().map(logging::rank);
-        let (sink, mut progress_rx) = ProgressSink::channel(PENDING);
-        let (sink, mut log_rx) = sink.with_logs(PENDING);
+        let (sink, progress_rx) = ProgressSink::channel(PENDING);
+        let (sink, log_rx) = sink.with_logs(PENDING);
         let cancel = CancellationToken::new();
         let control = CallControl {
             progress: sink,
@@ -322,41 +318,39 @@ impl McpServer {
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let tool_use = ToolUse::new(use_id, request.name.as_ref(), input)
             .with_caller(crate::identity(&context).map(crate::auth::Identity::caller));
-        let mut abandoned = None;
-        let mut asked = false;
-        let result = {
-            let call = airlock.call_with(&mut cx, tool_use, control);
-            tokio::pin!(call);
-            loop {
-                tokio::select! {
-                    result = &mut call => break result,
-                    Some(event) = progress_rx.recv() => {
-                        if let Some(param) = progress.as_mut().and_then(|p| p.next(&event)) {
-                            let _ = context.peer.notify_progress(param).await;
-                        }
-                    }
-                    Some(event) = log_rx.recv() => {
-                        if let Some(level) = log_level {
-                            logging::send(&context.peer, &event, level).await;
-                        }
-                    }
-                    () = context.ct.cancelled(), if abandoned.is_none() => {
-                        cancel.cancel();
-                        abandoned = Some(cancelled_by_client());
-                    }
-                    () = closed.cancelled(), if abandoned.is_none() => {
-                        cancel.cancel();
-                        abandoned = Some(connection_closed());
-                    }
-                    () = stopped(round.as_deref()), if !asked => {
-                        // The call waits for an answer only the client's
-                        // next request brings: it ends here, before its
-                        // tool ran.
-                        cancel.cancel();
-                        asked = true;
-                    }
-                }
-            }
+        let call = airlock.call_with(&mut cx, tool_use, control);
+        let events = futures::stream::select(
+            futures::stream::once(call).map(Event::Result),
+            futures::stream::select(
+                futures::stream::unfold(progress_rx, |mut rx| async {
+                    rx.recv().await.map(|event| (Event::Progress(event), rx))
+                }),
+                futures::stream::unfold(log_rx, |mut rx| async {
+                    rx.recv().await.map(|event| (Event::Log(event), rx))
+                }),
+            ),
+        );
+        // A client that cancels or goes away still waits for the call,
+        // which stops soon: what it changed is kept.
+        let relayed = Relay::new(&context, &closed)
+            .until_result(
+                events,
+                || log_level,
+                stopped(round.as_deref()),
+                || cancel.cancel(),
+                Abandon::Wait,
+            )
+            .await;
+        let Relayed::Result {
+            result,
+            abandoned,
+            stopped: asked,
+        } = relayed
+        else {
+            return Err(ErrorData::internal_error(
+                "the call ended without a result",
+                None,
+            ));
         };
         // A call that stopped at a question ran nothing: its context is
         // left as it was, and the client gets the question.

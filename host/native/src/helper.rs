@@ -25,7 +25,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 /// Runs `plan` as the helper; never returns.
-pub(crate) fn run(plan: Plan) -> ! {
+pub(crate) fn enter(plan: Plan) -> ! {
     let pids = pids::enter(&plan);
     ignore_termination();
     // SAFETY: getuid and getgid cannot fail and touch no memory of ours.

@@ -73,7 +73,7 @@ pub fn serve_if_asked() {
         Err(e) => fail(&format!("the helper's plan is not valid: {e}")),
     };
     #[cfg(target_os = "linux")]
-    helper::run(plan);
+    helper::enter(plan);
     #[cfg(not(target_os = "linux"))]
     {
         let _ = plan;

@@ -18,17 +18,25 @@
 //! assert_eq!(config.tools["fetch"].network, ["example.com"]);
 //! ```
 
+mod contexts;
 mod expand;
 pub mod hooks;
 mod load;
 mod mcp_server;
+mod paths;
 pub mod settings;
 
 use crate::descriptor::WorkspaceAccess;
 use crate::permissions::PermissionsConfig;
+pub use contexts::{ContextStoreUrl, ContextsConfig};
 pub use expand::expand;
 use hooks::HooksConfig;
 pub use mcp_server::{McpServerConfig, ServerWorkspace};
+pub(crate) use paths::user_dir;
+pub use paths::{
+    HostPath, approvals_file, default_cache_dir, default_contexts_dir, default_results_dir,
+    default_sdk_dir, default_tool_dir,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -270,148 +278,6 @@ pub struct SecretConfig {
     /// Only these tools' requests get it (default: every tool granted one
     /// of its hosts).
     pub tools: Option<Vec<String>>,
-}
-
-/// `[contexts]`: where the agent contexts of MCP 2026-07-28 clients (named
-/// by a context id the server hands out) are kept, and how long one lives
-/// after its last use.
-///
-/// ```
-/// use airlock_core::config::{Config, ContextStoreUrl};
-/// let config = Config::from_toml(r#"
-///     [contexts]
-///     store = "redis://:secret@10.0.0.5:6380/2"
-///     ttl_secs = 3600
-/// "#, None).unwrap();
-/// let ContextStoreUrl::Redis { host, port, db, password, .. } = &config.contexts.store else {
-///     panic!("a Redis store")
-/// };
-/// assert_eq!((host.as_str(), *port, *db, password.as_deref()), ("10.0.0.5", 6380, 2, Some("secret")));
-/// assert_eq!(config.contexts.ttl_secs, 3600);
-/// assert!(Config::from_toml("[contexts]\nstore = \"mysql://x\"", None).is_err());
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContextsConfig {
-    /// `memory` (the default: in this process, nothing to run) or
-    /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (shared by replicas).
-    #[serde(default)]
-    pub store: ContextStoreUrl,
-    /// Seconds a context lives after its last use (default 86400, a day;
-    /// at least 1).
-    #[serde(default = "a_day")]
-    pub ttl_secs: u64,
-}
-
-impl Default for ContextsConfig {
-    fn default() -> Self {
-        ContextsConfig {
-            store: ContextStoreUrl::Memory,
-            ttl_secs: a_day(),
-        }
-    }
-}
-
-fn a_day() -> u64 {
-    86_400
-}
-
-/// Where contexts are kept: `memory` or a `redis://` URL.
-#[derive(Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(try_from = "String")]
-pub enum ContextStoreUrl {
-    /// In this process: lost when it ends, not shared with replicas.
-    #[default]
-    Memory,
-    /// A Redis (or Valkey) server.
-    Redis {
-        /// Host name or address.
-        host: String,
-        /// Port (default 6379).
-        port: u16,
-        /// Database number (default 0).
-        db: u32,
-        /// ACL user name, with a password.
-        username: Option<String>,
-        /// Password (`AUTH`).
-        password: Option<String>,
-    },
-}
-
-impl std::fmt::Debug for ContextStoreUrl {
-    /// Shown without the password.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.to_string())
-    }
-}
-
-impl std::fmt::Display for ContextStoreUrl {
-    /// The URL without its password (for logs and errors).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ContextStoreUrl::Memory => f.write_str("memory"),
-            ContextStoreUrl::Redis { host, port, db, .. } => {
-                write!(f, "redis://{host}:{port}/{db}")
-            }
-        }
-    }
-}
-
-impl TryFrom<String> for ContextStoreUrl {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        if text == "memory" {
-            return Ok(ContextStoreUrl::Memory);
-        }
-        let bad = |why: &str| {
-            format!(
-                "contexts.store must be \"memory\" or redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: {why}"
-            )
-        };
-        let Some(rest) = text.strip_prefix("redis://") else {
-            return Err(bad("unknown scheme"));
-        };
-        let (authority, db) = match rest.split_once('/') {
-            Some((a, "")) => (a, 0),
-            Some((a, db)) => (
-                a,
-                db.parse()
-                    .map_err(|_| bad("the database is not a number"))?,
-            ),
-            None => (rest, 0),
-        };
-        let (user, hostport) = match authority.rsplit_once('@') {
-            Some((user, hostport)) => (Some(user), hostport),
-            None => (None, authority),
-        };
-        let (username, password) = match user {
-            None => (None, None),
-            Some(user) => match user.split_once(':') {
-                Some(("", pw)) => (None, Some(pw.to_string())),
-                Some((name, pw)) => (Some(name.to_string()), Some(pw.to_string())),
-                None => return Err(bad("a user needs a password (USER:PASSWORD@)")),
-            },
-        };
-        let (host, port) = match hostport.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || hostport.starts_with('[') => (
-                host,
-                port.parse().map_err(|_| bad("the port is not a number"))?,
-            ),
-            _ => (hostport, 6379),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err(bad("no host"));
-        }
-        Ok(ContextStoreUrl::Redis {
-            host: host.to_string(),
-            port,
-            db,
-            username,
-            password,
-        })
-    }
 }
 
 /// `[[trust]]`: the keys whose cosign signatures `airlock install` accepts
@@ -860,65 +726,6 @@ impl Config {
         }
         self.cache_dir.clone().or_else(default_cache_dir)
     }
-}
-
-/// A file or directory holding Airlock's own state ([`Config::host_paths`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostPath {
-    /// What it is, for error messages.
-    pub what: &'static str,
-    /// Where it is (it need not exist yet).
-    pub path: PathBuf,
-    /// Whether it is a directory.
-    pub is_dir: bool,
-    /// Whether no grant may even read it (the artifact cache: its key
-    /// authenticates what the host runs as native code).
-    pub unreadable: bool,
-}
-
-/// Where `airlock approve` records the tool code the operator approved:
-/// `approved.json` in Airlock's configuration directory.
-pub fn approvals_file() -> Option<PathBuf> {
-    user_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("airlock/approved.json"))
-}
-
-/// The default cache of compiled tools: `$XDG_CACHE_HOME/airlock/artifacts`,
-/// or `~/.cache/airlock/artifacts`.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    user_dir("XDG_CACHE_HOME", ".cache").map(|d| d.join("airlock/artifacts"))
-}
-
-/// Where results too large to return are saved when `results_dir` names no
-/// other directory: `$XDG_STATE_HOME/airlock/results`, or
-/// `~/.local/state/airlock/results`, outside any workspace.
-pub fn default_results_dir() -> Option<PathBuf> {
-    user_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("airlock/results"))
-}
-
-/// Where `airlock call` keeps each workspace's context between calls:
-/// `$XDG_STATE_HOME/airlock/contexts`, or `~/.local/state/airlock/contexts`.
-pub fn default_contexts_dir() -> Option<PathBuf> {
-    user_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("airlock/contexts"))
-}
-
-/// The user's tool directory, where `just build-guests` installs tools:
-/// `$XDG_DATA_HOME/airlock/tools`, or `~/.local/share/airlock/tools`.
-pub fn default_tool_dir() -> Option<PathBuf> {
-    user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/tools"))
-}
-
-/// Where `airlock new` and `airlock build` put the SDKs a tool project
-/// depends on: `$XDG_DATA_HOME/airlock/sdk`, or `~/.local/share/airlock/sdk`.
-/// No writable grant may reach it.
-pub fn default_sdk_dir() -> Option<PathBuf> {
-    user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/sdk"))
-}
-
-pub(crate) fn user_dir(xdg_var: &str, fallback: &str) -> Option<PathBuf> {
-    std::env::var_os(xdg_var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
 }
 
 #[cfg(test)]

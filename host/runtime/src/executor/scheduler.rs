@@ -103,7 +103,7 @@ impl Scheduler {
         lock(&self.inner.shared)
     }
 
-    pub(super) async fn run(
+    pub(super) async fn serve(
         mut self,
         mut commands: mpsc::UnboundedReceiver<Command>,
     ) -> ToolContext {

@@ -16,7 +16,7 @@
 //!
 //! [`execute`] runs 2–8 without touching the context; the caller applies
 //! the context changes with [`ToolContext::finish`], which is how the
-//! executor applies them only from exclusive calls. [`run`] is the three
+//! executor applies them only from exclusive calls. [`call_alone`] is the three
 //! steps back to back. Every tool use gets exactly one [`ToolResult`].
 
 pub mod hooks;
@@ -261,7 +261,7 @@ pub async fn execute(
                 ran_changes: Vec::new(),
                 caller: tool_use.caller.clone(),
             };
-            let outcome = stages.run(tool_use.input).instrument(span.clone()).await;
+            let outcome = stages.pass(tool_use.input).instrument(span.clone()).await;
             changes = std::mem::take(&mut stages.ran_changes);
             grants = inv.grants;
             outcome.map(|mut output| {
@@ -283,7 +283,7 @@ pub async fn execute(
 
 /// Runs one tool use to its result: [`prepare`], [`execute`], then
 /// [`ToolContext::finish`] as an exclusive call.
-pub async fn run(
+pub async fn call_alone(
     policy: &CallPolicy,
     cx: &mut ToolContext,
     tool_use: ToolUse,
@@ -311,7 +311,7 @@ struct Stages<'a> {
 }
 
 impl Stages<'_> {
-    async fn run(&mut self, mut input: Value) -> Result<ToolOutput, CallError> {
+    async fn pass(&mut self, mut input: Value) -> Result<ToolOutput, CallError> {
         let d = self.entry.descriptor();
         let mut flags = self.flags;
         self.inv.grants = self.entry.grants.for_call(d, flags, self.cx.env());

@@ -330,7 +330,7 @@ impl Executor {
             runtime: tokio::runtime::Handle::current(),
         });
         let scheduler = Scheduler::new(inner.clone(), abort.clone(), event_tx);
-        let task = tokio::spawn(scheduler.run(command_rx));
+        let task = tokio::spawn(scheduler.serve(command_rx));
         Executor {
             handle: ExecutorHandle {
                 commands,

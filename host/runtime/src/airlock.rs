@@ -303,7 +303,7 @@ impl Airlock {
 
     /// Runs one tool use through the pipeline.
     pub async fn call(&self, cx: &mut ToolContext, tool_use: ToolUse) -> ToolResult {
-        pipeline::run(&self.policy, cx, tool_use, CallControl::default()).await
+        pipeline::call_alone(&self.policy, cx, tool_use, CallControl::default()).await
     }
 
     /// Runs one tool use, with progress and cancellation.
@@ -313,7 +313,7 @@ impl Airlock {
         tool_use: ToolUse,
         control: CallControl,
     ) -> ToolResult {
-        pipeline::run(&self.policy, cx, tool_use, control).await
+        pipeline::call_alone(&self.policy, cx, tool_use, control).await
     }
 
     /// Starts a streaming executor over `cx`: add tool uses as they arrive
