@@ -1,6 +1,7 @@
 """A small MCP server (the official Python `mcp` SDK) that tries what a
 hostile server would, for the tests of confined servers: `read` and
-`write` a path, `connect` to a TCP port on loopback, `detach` a process
+`write` a path, `connect` to a TCP port on loopback, `fetch` a URL (through
+the proxy its environment names, as any HTTP client), `detach` a process
 that leaves its session (`setsid sleep SECONDS`), and `where` (its working
 directory, HOME and uid). Each failure comes back as an `isError` result
 holding the error the server saw.
@@ -11,6 +12,8 @@ Usage: python3 tests/mcp/probe_server.py
 import os
 import socket
 import subprocess
+import urllib.error
+import urllib.request
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -47,6 +50,16 @@ def connect(port: int) -> str:
         return "connected"
 
     return attempt(go)
+
+
+@server.tool()
+def fetch(url: str) -> str:
+    try:
+        return urllib.request.urlopen(url, timeout=5).read().decode()
+    except urllib.error.HTTPError as e:
+        raise ToolError(f"HTTP {e.code}: {e.read().decode().strip()}") from e
+    except urllib.error.URLError as e:
+        raise ToolError(f"URLError: {e.reason}") from e
 
 
 @server.tool()

@@ -3,6 +3,7 @@
 //! what the sandbox must hold (no native processes, no network, no escape
 //! from the grants, loops and floods stopped).
 
+use airlock_host::Config;
 use airlock_host::config::ToolConfig;
 use airlock_host::{
     Airlock, ErrorClass, ExecutorEvent, PermissionMode, SafetyFlags, ToolContext, ToolResult,
@@ -96,13 +97,17 @@ async fn host(dir: &Path) -> Airlock {
 /// this crate's `sandbox_helper`, since a test binary cannot be its own),
 /// and 8 MiB to write per call.
 async fn host_with_programs(dir: &Path) -> Airlock {
+    airlock(programs_config(dir)).await
+}
+
+fn programs_config(dir: &Path) -> Config {
     let mut config = workspace_config(dir);
     config.permissions.default_mode = PermissionMode::BypassPermissions;
     config.sandbox_helper = Some(env!("CARGO_BIN_EXE_sandbox_helper").into());
     config.limits.write_mib = 8;
     let shell = config.tools.entry("bash".into()).or_default();
     shell.programs = vec!["git".into(), "/usr/bin/python3".into()];
-    airlock(config).await
+    config
 }
 
 /// stdout and exit code of `script` under Airlock's bash in `dir` (stderr
@@ -219,6 +224,45 @@ async fn granted_programs_are_classified_and_confined_like_any_line() {
     let big = "python3 -c 'open(\"big.bin\", \"wb\").write(bytes(16 << 20))'";
     let e = err(&bash(&airlock, &mut cx, big).await).message.clone();
     assert!(e.contains("File too large"), "{e}");
+}
+
+/// A granted program reaches the hosts granted to `bash`, through the
+/// host's proxy, and no other; without a network grant, none.
+#[tokio::test]
+async fn granted_programs_reach_only_the_hosts_granted_to_bash() {
+    let ws = fixture();
+    let (web, other) = (http_server("hello").await, http_server("other").await);
+    let fetch = |port: u16| {
+        format!(
+            "python3 -c 'import urllib.request as u, urllib.error as e\n\
+             try: print(u.urlopen(\"http://127.0.0.1:{port}/\", timeout=5).read().decode())\n\
+             except e.HTTPError as x: print(x.code, x.read().decode())'"
+        )
+    };
+    let mut config = programs_config(ws.path());
+    config.tools.get_mut("bash").unwrap().network = vec![format!("127.0.0.1:{web}")];
+    let airlock = airlock(config).await;
+    let mut cx = airlock.context();
+    let prompt = &cx.tools().get("bash").unwrap().descriptor().prompt;
+    assert!(
+        prompt.contains(&format!("the network only to 127.0.0.1:{web}")),
+        "{prompt}"
+    );
+    assert_eq!(
+        ok_text(&bash(&airlock, &mut cx, &fetch(web)).await).trim(),
+        "hello"
+    );
+    let refused = ok_text(&bash(&airlock, &mut cx, &fetch(other)).await);
+    assert!(
+        refused
+            .starts_with("403 airlock: the host 127.0.0.1 is not in the operator's network grant"),
+        "{refused}"
+    );
+    let airlock = host_with_programs(ws.path()).await;
+    let e = err(&bash(&airlock, &mut airlock.context(), &fetch(web)).await)
+        .message
+        .clone();
+    assert!(e.contains("Permission denied"), "{e}");
 }
 
 /// The call's time limit stops a granted program and everything it

@@ -29,21 +29,15 @@ fn python() -> String {
 
 fn server(args: &[&str]) -> McpServerConfig {
     let script = format!("{}/mcp/echo_server.py", env!("CARGO_MANIFEST_DIR"));
+    let args = std::iter::once(script)
+        .chain(args.iter().map(|a| a.to_string()))
+        .collect();
     McpServerConfig {
-        command: python(),
-        args: std::iter::once(script)
-            .chain(args.iter().map(|a| a.to_string()))
-            .collect(),
         env: BTreeMap::from([("ECHO_KEY".to_string(), "1".to_string())]),
-        cwd: None,
-        enabled: None,
-        defer_loading: false,
-        startup_timeout_ms: None,
         // The test binary cannot be the sandbox helper (the `airlock`
         // binary is; host/cli/tests/mcp.rs runs servers confined).
         sandbox: false,
-        workspace: Default::default(),
-        read: Vec::new(),
+        ..McpServerConfig::new(python(), args)
     }
 }
 

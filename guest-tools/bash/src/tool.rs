@@ -21,8 +21,9 @@ const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Output kept, in characters, as Claude Code's Bash.
 const MAX_OUTPUT_CHARS: usize = 30_000;
-/// Commands that reach the network: not offered (the host grants no
-/// socket, and bashkit's HTTP client is not built in).
+/// Commands that reach the network: not built in (the host grants the
+/// shell no socket, and bashkit's HTTP client is not built in); a granted
+/// program of the name runs instead, through the host's proxy.
 const NETWORK_COMMANDS: &[&str] = &["curl", "wget", "http"];
 
 /// The state key of the variables earlier calls exported (a JSON object).
@@ -124,7 +125,8 @@ impl Tool for BashTool {
                  sed, awk, find, jq, sort, uniq, wc, head, tail, cut, tr, diff, xargs, tee, \
                  base64, sha256sum and more; `help` lists them). Programs from the machine \
                  (git, python3, cargo, ...) run only when the operator granted them, as listed \
-                 at the end; each runs confined to the same directories, with no network.\n\
+                 at the end; each runs confined to the same directories, with no network unless \
+                 hosts are listed there.\n\
                  - Only the workspace and the directories granted to this tool exist; other \
                  paths are refused, or do not exist for commands that only look.\n\
                  - stdout and stderr come back together, capped at 30000 characters, and a \

@@ -236,6 +236,7 @@ fn mcp_servers_run_confined_by_their_grants() {
     std::fs::write(&secret, "s3cret").unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let web = hello_server();
     let alive = |pattern: &str| {
         Command::new("pgrep")
             .args(["-f", pattern])
@@ -256,12 +257,19 @@ fn mcp_servers_run_confined_by_their_grants() {
                  command = {:?}\n\
                  args = [{:?}]\n\
                  workspace = {access:?}\n\
-                 read = [{:?}, {:?}, {:?}]\n",
+                 read = [{:?}, {:?}, {:?}]\n\
+                 hosts = {:?}\n",
                 python.display().to_string(),
                 scripts.join("probe_server.py").display().to_string(),
                 venv.display().to_string(),
                 base.display().to_string(),
                 scripts.display().to_string(),
+                // The writing server is granted the web server's host.
+                if writes {
+                    vec![format!("127.0.0.1:{web}")]
+                } else {
+                    vec![]
+                },
             ),
         )
         .unwrap();
@@ -316,6 +324,23 @@ fn mcp_servers_run_confined_by_their_grants() {
         }
         let (text, error) = call(7, "connect", serde_json::json!({"port": port}));
         assert!(error && text.contains("Permission denied"), "{text}");
+        // The network: granted hosts through the proxy, nothing else.
+        let url = |port: u16| serde_json::json!({"url": format!("http://127.0.0.1:{port}/")});
+        let (text, error) = call(9, "fetch", url(web));
+        if writes {
+            assert_eq!((text.as_str(), error), ("hello", false));
+            let (text, error) = call(10, "fetch", url(port));
+            assert!(
+                error
+                    && text.contains(&format!(
+                        "HTTP 403: airlock: 127.0.0.1:{port} is not among the hosts granted \
+                         to the MCP server probe"
+                    )),
+                "{text}"
+            );
+        } else {
+            assert!(error && text.contains("Permission denied"), "{text}");
+        }
         let seconds = format!("{}.{}", 3000 + std::process::id() % 1000, u8::from(writes));
         assert_eq!(
             call(8, "detach", serde_json::json!({"seconds": seconds})),
@@ -344,6 +369,27 @@ fn mcp_servers_run_confined_by_their_grants() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// An HTTP server on loopback answering `hello` to every request; its port.
+fn hello_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                use std::io::{BufRead, Write};
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+            });
+        }
+    });
+    port
 }
 
 /// `airlock ARGS mcp` over piped stdio, past `initialize`.

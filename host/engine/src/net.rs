@@ -51,6 +51,11 @@ impl NetHooks {
         }
     }
 
+    /// The call's network policy; `None` when it may reach nothing.
+    pub(crate) fn policy(&self) -> Option<&Arc<NetPolicy>> {
+        self.policy.as_ref()
+    }
+
     /// Why the call's first refused request was refused: the request's
     /// origin (scheme, host and port), the reason, and how it could be
     /// granted.

@@ -10,9 +10,10 @@ use super::bindings::programs_client::airlock::tool::programs::{
 };
 use super::state::HostState;
 use airlock_core::guest_path::normalize_guest;
-use airlock_native::{Confinement, Helper};
+use airlock_native::{Confinement, Helper, Proxy};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -61,6 +62,20 @@ impl HostState {
         confinement.limits.file_bytes = Some(self.budget.remaining());
         // Its CPU time, as its wall time, is the command line's.
         confinement.limits.cpu_seconds = Some(request.timeout_ms.div_ceil(1000).max(1));
+        // The hosts the call may reach, through a proxy that asks the
+        // call's network policy; it stops when the run is over.
+        let _proxy = match self.net.policy() {
+            Some(policy) => {
+                let policy = policy.clone();
+                let proxy = Proxy::start(Arc::new(move |method: &str, host: &str, port| {
+                    policy.check(method, host, Some(port))
+                }))
+                .map_err(|e| format!("{name}: cannot start its network proxy: {e}"))?;
+                confinement.proxy = Some(proxy.socket());
+                Some(proxy)
+            }
+            None => None,
+        };
         let helper =
             Helper::at(self.programs.helper.as_deref()).map_err(|e| format!("{name}: {e}"))?;
         let (command, _root) = helper

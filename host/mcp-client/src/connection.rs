@@ -2,13 +2,14 @@
 //! asked), the running service and process, and starting it.
 
 use crate::bounds::{BoundedLines, Stdout, list_tools};
-use crate::process::{Process, drain_stderr};
+use crate::process::{Process, Sandbox, drain_stderr};
 use crate::startup_time;
 use airlock_core::config::McpServerConfig;
 use airlock_core::config::expand;
 use airlock_core::error::LoadError;
+use airlock_core::grants::NetPolicy;
 use airlock_core::programs::find;
-use airlock_native::{CallDir, Confinement, Helper, Refused};
+use airlock_native::{Confinement, Helper, Proxy, Refused};
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
@@ -141,8 +142,14 @@ pub(crate) async fn connect(
         read.push(PathBuf::from(expanded(path, &format_args!("read[{i}]"))?));
     }
     let (mut command, sandbox) = if config.sandbox {
-        let (command, dir) = confined(&launch, &program, &args, env, read)?;
-        (command, Some(dir))
+        let (command, sandbox) = confined(name, &launch, &program, &args, env, read)?;
+        (command, Some(sandbox))
+    } else if !config.hosts.is_empty() {
+        return Err(LoadError::McpServer(
+            "`hosts` grants a confined server its network; with `sandbox = false` it would \
+             reach every host, so the two are refused together"
+                .into(),
+        ));
     } else {
         tracing::warn!(
             server = %name,
@@ -241,14 +248,16 @@ fn unconfined(
 
 /// The server's command, confined: the workspace as `launch` grants it,
 /// `read` and its working directory readable, the host's `PATH` and its
-/// configured variables in its environment, `HOME` private.
+/// configured variables in its environment, `HOME` private, its `hosts`
+/// through a proxy.
 fn confined(
+    name: &str,
     launch: &Launch,
     program: &str,
     args: &[String],
     env: BTreeMap<&String, String>,
     read: Vec<PathBuf>,
-) -> Result<(tokio::process::Command, CallDir), LoadError> {
+) -> Result<(tokio::process::Command, Sandbox), LoadError> {
     let refused = |e: Refused| {
         LoadError::McpServer(format!(
             "{e} (`sandbox = false` runs a server unconfined, with your rights)"
@@ -281,8 +290,34 @@ fn confined(
     confinement
         .env
         .extend(env.into_iter().map(|(k, v)| (k.clone(), v)));
-    let (command, dir) = helper
+    let proxy = match launch.config.hosts.as_slice() {
+        [] => None,
+        hosts => {
+            let policy = NetPolicy {
+                requested: hosts.to_vec(),
+                granted: hosts.to_vec(),
+                safe_methods_only: false,
+            };
+            let name = name.to_string();
+            let proxy = Proxy::start(Arc::new(move |method: &str, host: &str, port| {
+                policy.check(method, host, Some(port)).map_err(|_| {
+                    format!(
+                        "{host}:{port} is not among the hosts granted to the MCP server {name} \
+                         (`hosts = [...]` under [mcp_servers.{name}])"
+                    )
+                })
+            }))
+            .map_err(|e| LoadError::McpServer(format!("cannot start its network proxy: {e}")))?;
+            confinement.proxy = Some(proxy.socket());
+            Some(proxy)
+        }
+    };
+    let (command, root) = helper
         .command(&confinement, &program, args)
         .map_err(refused)?;
-    Ok((tokio::process::Command::from(command), dir))
+    let sandbox = Sandbox {
+        _root: root,
+        _proxy: proxy,
+    };
+    Ok((tokio::process::Command::from(command), sandbox))
 }

@@ -14,19 +14,23 @@ pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// goes with it; elsewhere, only the child. The group's id cannot be taken
 /// by another group while its leader is unreaped, and on Linux the leader
 /// is not reaped before that kill (its exit is observed with `WNOWAIT`).
+/// What a confined server runs with, on the host's side.
+pub(crate) struct Sandbox {
+    pub(crate) _root: airlock_native::CallDir,
+    pub(crate) _proxy: Option<airlock_native::Proxy>,
+}
+
 pub(crate) struct Process {
     pub(crate) child: tokio::process::Child,
-    /// A confined server's root, kept until it has exited.
-    _sandbox: Option<airlock_native::CallDir>,
+    /// A confined server's root and network proxy, kept until it has
+    /// exited.
+    _sandbox: Option<Sandbox>,
     #[cfg(unix)]
     pub(crate) leader: Option<nix::unistd::Pid>,
 }
 
 impl Process {
-    pub(crate) fn new(
-        child: tokio::process::Child,
-        sandbox: Option<airlock_native::CallDir>,
-    ) -> Process {
+    pub(crate) fn new(child: tokio::process::Child, sandbox: Option<Sandbox>) -> Process {
         Process {
             _sandbox: sandbox,
             #[cfg(unix)]

@@ -7,7 +7,6 @@
 
 use airlock_core::config::{Config, McpServerConfig};
 use airlock_mcp_client::{Servers, mount};
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
@@ -36,18 +35,11 @@ async fn mount_hostile(mode: &str) -> Mounted {
     config.mcp_servers.insert(
         "hostile".into(),
         McpServerConfig {
-            command: "python3".into(),
-            args: vec![script.into(), mode.into()],
-            env: BTreeMap::new(),
-            cwd: None,
-            enabled: None,
-            defer_loading: false,
             startup_timeout_ms: Some(10_000),
             // The test binary cannot be the sandbox helper (the `airlock`
             // binary is; host/cli/tests/mcp.rs runs servers confined).
             sandbox: false,
-            workspace: Default::default(),
-            read: Vec::new(),
+            ..McpServerConfig::new("python3", vec![script.into(), mode.into()])
         },
     );
     let before = reset_peak();

@@ -17,7 +17,7 @@
 //! names it ([`crate::fail`]).
 
 use crate::plan::{ETC, Grant, Plan, SYSTEM};
-use crate::{READY, fail};
+use crate::{READY, fail, proxy};
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -99,9 +99,16 @@ fn init(plan: &Plan, [alive, helper_end]: [libc::c_int; 2]) -> ! {
     if let Err(e) = build_root(plan) {
         fail(&e);
     }
+    let proxy_port = match plan.confinement.proxy {
+        Some(_) => match network::forwarder() {
+            Ok(port) => Some(port),
+            Err(e) => fail(&e),
+        },
+        None => None,
+    };
     let program = fork();
     if program == 0 {
-        run_program(plan);
+        run_program(plan, proxy_port);
     }
     std::process::exit(wait_for(program))
 }
@@ -216,6 +223,9 @@ fn build_root(plan: &Plan) -> Result<(), String> {
     )?;
     for grant in grants(plan) {
         bind(&grant.host, &inside(root, &grant.inside), grant.writable)?;
+    }
+    if let Some(socket) = &plan.confinement.proxy {
+        bind(socket, &inside(root, Path::new(proxy::INSIDE)), false)?;
     }
     remount_read_only(root, nosuid)?;
     pivot(root)?;
@@ -370,7 +380,7 @@ fn mount(
 
 /// The program's process: limits, privileges, Landlock, seccomp, then the
 /// program.
-fn run_program(plan: &Plan) -> ! {
+fn run_program(plan: &Plan, proxy_port: Option<u16>) -> ! {
     let confinement = &plan.confinement;
     if let Err(e) = limits::apply(&confinement.limits) {
         fail(&e);
@@ -382,7 +392,7 @@ fn run_program(plan: &Plan) -> ! {
         .filter(|g| g.writable)
         .map(|g| g.inside.clone())
         .collect();
-    if let Err(e) = landlock::restrict(&writable) {
+    if let Err(e) = landlock::restrict(&writable, proxy_port) {
         fail(&e);
     }
     if let Err(e) = seccomp::restrict() {
@@ -400,8 +410,14 @@ fn run_program(plan: &Plan) -> ! {
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", "/tmp")
         .env("TMPDIR", "/tmp")
-        .env("LANG", "C.UTF-8")
-        .envs(&confinement.env);
+        .env("LANG", "C.UTF-8");
+    if let Some(port) = proxy_port {
+        let url = format!("http://127.0.0.1:{port}");
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+            command.env(name, &url).env(name.to_ascii_lowercase(), &url);
+        }
+    }
+    command.envs(&confinement.env);
     let error = command.exec();
     eprintln!(
         "airlock sandbox: cannot run {}: {error}",
@@ -498,20 +514,93 @@ mod limits {
     }
 }
 
+mod network {
+    //! The network namespace's one way out: loopback brought up, and a
+    //! forwarder process listening on a loopback port that joins each
+    //! connection to the proxy's socket ([`crate::proxy::INSIDE`]).
+
+    use crate::proxy;
+    use std::net::TcpListener;
+    use std::os::unix::net::UnixStream;
+
+    /// Brings loopback up and starts the forwarder; returns its port.
+    pub(super) fn forwarder() -> Result<u16, String> {
+        loopback_up()?;
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| format!("cannot listen for the proxy: {e}"))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| format!("cannot listen for the proxy: {e}"))?
+            .port();
+        if super::fork() == 0 {
+            forward(listener);
+        }
+        Ok(port)
+    }
+
+    /// The forwarder's process: no capabilities, a thread per connection.
+    fn forward(listener: TcpListener) -> ! {
+        if let Err(e) = super::drop_privileges() {
+            crate::fail(&e);
+        }
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            std::thread::spawn(move || {
+                if let Ok(upstream) = UnixStream::connect(proxy::INSIDE) {
+                    proxy::splice(client, upstream);
+                }
+            });
+        }
+        std::process::exit(0)
+    }
+
+    fn loopback_up() -> Result<(), String> {
+        let error = || {
+            format!(
+                "cannot bring loopback up: {}",
+                std::io::Error::last_os_error()
+            )
+        };
+        // SAFETY: socket takes integers only.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(error());
+        }
+        // SAFETY: a zeroed ifreq is valid: a name of NULs and no flags.
+        let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+            *to = *from as libc::c_char;
+        }
+        // SAFETY: `request` names an interface and has room for its flags;
+        // the flags are the union's member SIOCGIFFLAGS fills.
+        let done = unsafe {
+            libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut request) == 0 && {
+                request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+                libc::ioctl(fd, libc::SIOCSIFFLAGS, &request) == 0
+            }
+        };
+        let result = if done { Ok(()) } else { Err(error()) };
+        // SAFETY: closing the socket made above.
+        unsafe { libc::close(fd) };
+        result
+    }
+}
+
 mod landlock {
     //! Landlock, inside the new root: everything there readable (it holds
     //! only what was bound), the grants the call may write and the private
-    //! `/tmp` writable, no TCP at all, no abstract unix sockets or signals
-    //! outside the program's own processes.
+    //! `/tmp` writable, no TCP but to the proxy's loopback port when it has
+    //! one, no abstract unix sockets or signals outside the program's own
+    //! processes.
 
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-        Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        RulesetStatus, Scope, path_beneath_rules,
     };
     use std::path::PathBuf;
 
     /// Restricts this process (and the program) to the new root's view.
-    pub(super) fn restrict(writable: &[PathBuf]) -> Result<(), String> {
+    pub(super) fn restrict(writable: &[PathBuf], proxy_port: Option<u16>) -> Result<(), String> {
         let abi = ABI::V6;
         let error = |e: landlock::RulesetError| format!("cannot set up Landlock: {e}");
         let devices = ["/dev/null", "/dev/zero", "/dev/full"];
@@ -530,6 +619,9 @@ mod landlock {
             .and_then(|r| r.add_rules(path_beneath_rules(&top, AccessFs::from_read(abi))))
             .and_then(|r| r.add_rules(path_beneath_rules(devices, AccessFs::from_file(abi))))
             .and_then(|r| r.add_rules(path_beneath_rules(&write, AccessFs::from_all(abi))))
+            .and_then(|r| {
+                r.add_rules(proxy_port.map(|port| Ok(NetPort::new(port, AccessNet::ConnectTcp))))
+            })
             .and_then(|r| r.restrict_self())
             .map_err(error)?;
         if status.ruleset == RulesetStatus::NotEnforced {

@@ -31,8 +31,10 @@
 #[cfg(target_os = "linux")]
 mod helper;
 mod plan;
+mod proxy;
 
 pub use plan::{Confinement, Grant, Limits};
+pub use proxy::{Policy, Proxy};
 
 use plan::Plan;
 use std::collections::BTreeMap;
@@ -190,6 +192,14 @@ impl Helper {
     ) -> Result<(Command, CallDir), Refused> {
         self.check()?;
         let program = confinement.runnable(program)?;
+        if let Some(socket) = &confinement.proxy
+            && !proxy::is_socket(socket)
+        {
+            return Err(Refused(format!(
+                "{} is not a proxy's socket",
+                socket.display()
+            )));
+        }
         self.prepared(Plan::new(confinement, &program, args, false))
     }
 

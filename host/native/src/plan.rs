@@ -55,6 +55,12 @@ pub struct Confinement {
     pub env: BTreeMap<String, String>,
     /// Its limits.
     pub limits: Limits,
+    /// A [`crate::Proxy`]'s socket on the host: the program's only way to
+    /// the network, as a loopback port named in its proxy variables
+    /// (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, and lower case). `None`:
+    /// no network at all.
+    #[serde(default)]
+    pub proxy: Option<PathBuf>,
 }
 
 impl Confinement {
@@ -65,6 +71,7 @@ impl Confinement {
             cwd: cwd.into(),
             env: BTreeMap::new(),
             limits: Limits::default(),
+            proxy: None,
         }
     }
 

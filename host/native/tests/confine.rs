@@ -36,6 +36,10 @@ fn main() -> std::process::ExitCode {
             "no_network_and_no_host_sockets",
             no_network_and_no_host_sockets,
         ),
+        (
+            "granted_hosts_are_reached_through_the_proxy_only",
+            granted_hosts_are_reached_through_the_proxy_only,
+        ),
         ("no_privileges_survive", no_privileges_survive),
         (
             "processes_and_memory_are_bounded",
@@ -261,6 +265,73 @@ fn no_network_and_no_host_sockets() {
     );
     assert_ne!(code, 0);
     assert!(text.contains("No such file or directory"), "{text}");
+}
+
+/// An HTTP server on the host's loopback answering `hello` to anything.
+fn hello_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut head = Vec::new();
+                let mut byte = [0];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+            });
+        }
+    });
+    port
+}
+
+fn granted_hosts_are_reached_through_the_proxy_only() {
+    let s = scratch();
+    let port = hello_server();
+    let proxy = airlock_native::Proxy::start(std::sync::Arc::new(
+        move |method: &str, host: &str, p| match (host, p) {
+            ("127.0.0.1", p) if p == port => Ok(()),
+            _ => Err(format!("{method} to {host}:{p} is not granted")),
+        },
+    ))
+    .unwrap();
+    let mut confinement = writable(&s.ws);
+    confinement.proxy = Some(proxy.socket());
+    let code = format!(
+        r#"
+import os, socket, urllib.request, urllib.error
+print(urllib.request.urlopen("http://127.0.0.1:{port}/x", timeout=5).read().decode())
+try:
+    urllib.request.urlopen("http://127.0.0.2:{port}/x", timeout=5)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+proxy = os.environ["HTTPS_PROXY"].rsplit(":", 1)[1]
+tunnel = socket.create_connection(("127.0.0.1", int(proxy)), timeout=5)
+tunnel.sendall(b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n")
+print(tunnel.recv(100).split(b"\r\n")[0].decode())
+tunnel.sendall(b"GET / HTTP/1.1\r\n\r\n")
+print(tunnel.recv(100).split(b"\r\n\r\n")[1].decode())
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2)
+except OSError as e:
+    print("direct:", e)
+"#
+    );
+    let (status, text) = python(&confinement, &code);
+    assert_eq!(status, 0, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "hello", "{text}");
+    assert_eq!(
+        lines[1],
+        format!("403 airlock: GET to 127.0.0.2:{port} is not granted"),
+        "{text}"
+    );
+    assert_eq!(lines[2], "HTTP/1.1 200 Connection established", "{text}");
+    assert_eq!(lines[3], "hello", "{text}");
+    assert!(lines[4].contains("Permission denied"), "{text}");
 }
 
 fn no_privileges_survive() {

@@ -261,18 +261,10 @@ fn mcp_client(c: &mut Criterion) {
     config.mcp_servers.insert(
         "echo".into(),
         McpServerConfig {
-            command: python(),
-            args: vec![echo_server()],
-            env: Default::default(),
-            cwd: None,
-            enabled: None,
-            defer_loading: false,
-            startup_timeout_ms: None,
             // This binary cannot be the sandbox helper (the `airlock`
             // binary is; host/cli/tests/mcp.rs runs servers confined).
             sandbox: false,
-            workspace: Default::default(),
-            read: Vec::new(),
+            ..McpServerConfig::new(python(), vec![echo_server()])
         },
     );
     let airlock = runtime

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 /// starts, as Claude Code does). It runs confined as a native program
 /// (`sandbox`): it sees the system's read-only runtime, the workspace
 /// (read-only unless `workspace` says otherwise), the paths in `read`, and
-/// a private `/tmp` that is also its `HOME`; it has no network. Its calls
+/// a private `/tmp` that is also its `HOME`; it reaches only the `hosts`
+/// granted, through a proxy (none by default). Its calls
 /// are asked about unless a rule allows them (or the mode bypasses
 /// permissions).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -57,6 +58,11 @@ pub struct McpServerConfig {
     /// `node_modules`, a toolchain); `${VAR}` expanded.
     #[serde(default)]
     pub read: Vec<String>,
+    /// The hosts a confined server may reach (`name`, `*.name`,
+    /// `name:port`, or `*`), through a proxy named in its `HTTP_PROXY` and
+    /// `HTTPS_PROXY`; none by default, and nothing connects any other way.
+    #[serde(default)]
+    pub hosts: Vec<String>,
 }
 
 impl McpServerConfig {
@@ -74,6 +80,7 @@ impl McpServerConfig {
             sandbox: true,
             workspace: ServerWorkspace::default(),
             read: Vec::new(),
+            hosts: Vec::new(),
         }
     }
 }

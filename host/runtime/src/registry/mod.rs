@@ -228,10 +228,24 @@ impl Registry {
             own.defer_loading = defer.unwrap_or(d.defer_loading);
             if !grants.programs.is_empty() {
                 let names = grants.programs.names();
+                // The programs reach what the operator grants `bash`: they
+                // ask for any host, as `fetch` does.
+                let network = match grants.network.as_slice() {
+                    [] => "no network".to_string(),
+                    hosts => {
+                        own.capabilities.network_hosts = vec!["*".into()];
+                        format!(
+                            "the network only to {} (through the proxy HTTP_PROXY and \
+                             HTTPS_PROXY name; https only in calls that may write; nothing \
+                             else connects)",
+                            hosts.join(", ")
+                        )
+                    }
+                };
                 own.prompt.push_str(&format!(
                     "\n- Programs the operator granted: {}. Each runs confined to this call's \
                      directories (read-only when the call is), with a private /tmp as HOME and \
-                     no network.",
+                     {network}.",
                     names.join(", ")
                 ));
             }
