@@ -248,6 +248,15 @@ fn probed(command: &mut Command) -> std::io::Result<std::process::Output> {
 #[derive(Debug)]
 pub struct CallDir(tempfile::TempDir);
 
+impl CallDir {
+    /// The directory: owned by this process's user, so a helper started
+    /// as another (a service dropping to its own user) needs it handed
+    /// over.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
 impl Drop for CallDir {
     fn drop(&mut self) {
         #[cfg(target_os = "linux")]

@@ -45,6 +45,10 @@ fn main() -> std::process::ExitCode {
             "processes_and_memory_are_bounded",
             processes_and_memory_are_bounded,
         ),
+        (
+            "a_fork_bomb_as_a_user_is_bounded_too",
+            a_fork_bomb_as_a_user_is_bounded_too,
+        ),
         ("the_whole_tree_is_killed", the_whole_tree_is_killed),
         (
             "git_reads_in_parallel_and_commits_only_when_writable",
@@ -380,6 +384,40 @@ fn processes_and_memory_are_bounded() {
     let (code, text) = python(&confinement, "bytearray(3 << 30)");
     assert_ne!(code, 0);
     assert!(text.contains("MemoryError"), "{text}");
+}
+
+/// The same fork bomb, the helper started as an unprivileged user (as a
+/// service that drops to its own user would): no pids cgroup can be made
+/// there, and `RLIMIT_NPROC` bounds the user's processes.
+fn a_fork_bomb_as_a_user_is_bounded_too() {
+    use std::os::unix::process::CommandExt;
+    const NOBODY: u32 = 65534;
+    let mut confinement = Confinement::new("/tmp");
+    confinement.limits.processes = 32;
+    let code = "import os, time\nn = 0\ntry:\n    while n < 400:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('forked', n, 'then', e.strerror)\n";
+    let args = ["-c".to_string(), code.to_string()];
+    let (mut command, root) = helper()
+        .command(&confinement, Path::new(PYTHON), &args)
+        .expect("the program may run");
+    std::os::unix::fs::chown(root.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    let out = command
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the helper starts");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let forked: usize = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the fork bomb was not stopped: {text}"));
+    assert!(forked < 32, "{text}");
 }
 
 fn the_whole_tree_is_killed() {
