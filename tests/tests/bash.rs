@@ -265,6 +265,30 @@ async fn granted_programs_reach_only_the_hosts_granted_to_bash() {
     assert!(e.contains("Permission denied"), "{e}");
 }
 
+/// A granted program named like a builtin is the one that runs.
+#[tokio::test]
+async fn a_granted_program_named_like_a_builtin_runs_instead_of_it() {
+    let ws = fixture();
+    let version = "grep --version | head -1";
+    let plain = host_with_programs(ws.path()).await;
+    let builtin = bash(&plain, &mut plain.context(), version).await;
+    let shown = format!("{:?}", builtin.outcome);
+    assert!(!shown.contains("GNU grep"), "{shown}");
+    let mut config = programs_config(ws.path());
+    let shell = config.tools.get_mut("bash").unwrap();
+    shell.programs.push("/usr/bin/grep".into());
+    let airlock = airlock(config).await;
+    let mut cx = airlock.context();
+    let r = bash(&airlock, &mut cx, version).await;
+    assert!(
+        ok_text(&r).starts_with("grep (GNU grep)"),
+        "{:?}",
+        r.outcome
+    );
+    let r = bash(&airlock, &mut cx, "printf 'a\\nb\\n' | grep -c .").await;
+    assert_eq!(ok_text(&r).trim(), "2");
+}
+
 /// The call's time limit stops a granted program and everything it
 /// started, `setsid` or not.
 #[tokio::test]

@@ -175,6 +175,10 @@ impl Tool for BashTool {
         let mut env = granted.clone();
         env.extend(exported.clone());
         let deadline = Instant::now() + timeout;
+        // A granted program named like a builtin (`grep`, `find`) is the
+        // one that runs: the operator granted the machine's.
+        let granted_programs: Arc<[String]> = programs::granted().into();
+        let shadowing = granted_programs.clone();
         let mut builder = Bash::builder()
             .fs(Arc::new(PosixFs::new(fs::WasiFs::new(cx))))
             .rootfs(false)
@@ -185,9 +189,11 @@ impl Tool for BashTool {
                     .max_stdout_bytes(4 * MAX_OUTPUT_CHARS)
                     .max_stderr_bytes(4 * MAX_OUTPUT_CHARS),
             )
-            .builtin_filter(|name| !NETWORK_COMMANDS.contains(&name))
+            .builtin_filter(move |name| {
+                !NETWORK_COMMANDS.contains(&name) && !shadowing.iter().any(|p| p == name)
+            })
             .command_resolver(Arc::new(Resolver {
-                granted: programs::granted().into(),
+                granted: granted_programs,
                 deadline,
             }));
         for (name, value) in &env {
