@@ -635,7 +635,9 @@ mod seccomp {
     //! The seccomp deny list: what a program has no business calling and
     //! that would reach past the namespaces or Landlock. Denied calls fail
     //! with EPERM; `clone3` fails with ENOSYS, so C libraries fall back to
-    //! `clone`, whose flags the filter can read.
+    //! `clone`, whose flags the filter can read. On x86_64 every x32 system
+    //! call number fails with EPERM too (the deny list names x86_64's
+    //! numbers only, and a kernel built with x32 would take the others).
 
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -723,14 +725,39 @@ mod seccomp {
         let clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
         let clone3 =
             SeccompFilter::new(clone3, SeccompAction::Allow, enosys, ARCH).map_err(error)?;
+        let mut programs = Vec::new();
         for filter in [deny, clone3] {
             let program: BpfProgram = filter
                 .try_into()
                 .map_err(|e| format!("cannot compile the seccomp filter: {e}"))?;
+            programs.push(program);
+        }
+        #[cfg(target_arch = "x86_64")]
+        programs.push(no_x32());
+        for program in programs {
             seccompiler::apply_filter(&program)
                 .map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
         }
         Ok(())
+    }
+
+    /// EPERM for every system call number with x32's bit set (the other
+    /// filters check the architecture: x32 shares x86_64's).
+    #[cfg(target_arch = "x86_64")]
+    fn no_x32() -> BpfProgram {
+        use seccompiler::sock_filter;
+        const X32_BIT: u32 = 0x4000_0000;
+        // BPF_LD | BPF_W | BPF_ABS; BPF_JMP | BPF_JGE | BPF_K; BPF_RET | BPF_K.
+        let (load, at_least, ret) = (0x20, 0x35, 0x06);
+        let errno = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+        vec![
+            // The system call's number: offset 0 of `seccomp_data`.
+            op(load, 0, 0, 0),
+            op(at_least, 0, 1, X32_BIT),
+            op(ret, 0, 0, errno),
+            op(ret, 0, 0, libc::SECCOMP_RET_ALLOW),
+        ]
     }
 }
 
