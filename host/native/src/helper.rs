@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 /// Runs `plan` as the helper; never returns.
 pub(crate) fn enter(plan: Plan) -> ! {
+    let host = Host::watch();
     let pids = pids::enter(&plan);
     ignore_termination();
     // SAFETY: getuid and getgid cannot fail and touch no memory of ours.
@@ -64,9 +65,64 @@ pub(crate) fn enter(plan: Plan) -> ! {
     if init == 0 {
         self::init(&plan, alive);
     }
-    let status = wait_for(init);
+    let status = host.wait_for(init);
     pids::leave(pids);
     std::process::exit(status)
+}
+
+/// The process that started the helper (the host), watched so that the
+/// program goes when it goes, however it died: a pidfd, readable once it
+/// has exited. (The parent-death signal would fire when the host's
+/// *thread* that started the helper exits, which a thread pool does at
+/// any time.)
+struct Host(Option<libc::c_int>);
+
+impl Host {
+    fn watch() -> Host {
+        // SAFETY: getppid cannot fail.
+        let parent = unsafe { libc::getppid() };
+        let fd = pidfd(parent);
+        // SAFETY: as above.
+        if fd.is_some() && unsafe { libc::getppid() } != parent {
+            // The host died before the pidfd named it.
+            std::process::exit(137);
+        }
+        Host(fd)
+    }
+
+    /// Waits for `child` (pid 1) as [`wait_for`] does, killing it (and so
+    /// its namespace) first if the host exits meanwhile. Without pidfds
+    /// (Linux before 5.3), it only waits.
+    fn wait_for(&self, child: libc::pid_t) -> i32 {
+        let (Some(host), Some(child_fd)) = (self.0, pidfd(child)) else {
+            return wait_for(child);
+        };
+        loop {
+            let mut fds = [host, child_fd].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            // SAFETY: two valid pollfds, waiting without a time limit.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                continue;
+            }
+            if fds[0].revents != 0 {
+                // SAFETY: kill with a pid and a signal.
+                unsafe { libc::kill(child, libc::SIGKILL) };
+            }
+            if fds[0].revents != 0 || fds[1].revents != 0 {
+                return wait_for(child);
+            }
+        }
+    }
+}
+
+/// A pidfd for `pid`, if the kernel has them.
+fn pidfd(pid: libc::pid_t) -> Option<libc::c_int> {
+    // SAFETY: pidfd_open takes a pid and flags.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)
 }
 
 /// Removes the pids cgroup `name` if it is left (its helper was killed

@@ -51,6 +51,10 @@ fn main() -> std::process::ExitCode {
         ),
         ("the_whole_tree_is_killed", the_whole_tree_is_killed),
         (
+            "a_program_goes_when_its_host_is_killed_outright",
+            a_program_goes_when_its_host_is_killed_outright,
+        ),
+        (
             "git_reads_in_parallel_and_commits_only_when_writable",
             git_reads_and_commits,
         ),
@@ -425,6 +429,56 @@ fn a_fork_bomb_as_a_user_is_bounded_too() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("the fork bomb was not stopped: {text}"));
     assert!(forked < 32, "{text}");
+}
+
+/// A host killed with SIGKILL (no chance to kill its helpers) takes its
+/// confined programs with it: the helper watches it.
+fn a_program_goes_when_its_host_is_killed_outright() {
+    let marker = format!("{}.75", 1000 + std::process::id() % 1000);
+    let (command, _dir) = helper()
+        .command(
+            &Confinement::new("/tmp"),
+            Path::new("/bin/sleep"),
+            std::slice::from_ref(&marker),
+        )
+        .unwrap();
+    // A stand-in for the host: a process that starts the helper, then is
+    // killed outright.
+    let mut host = Command::new(PYTHON)
+        .args([
+            "-c",
+            "import subprocess as s, sys, time; s.Popen(sys.argv[1:], stdout=s.DEVNULL, stderr=s.DEVNULL); time.sleep(100)",
+        ])
+        .arg(command.get_program())
+        .env_clear()
+        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let alive = || {
+        Command::new("pgrep")
+            .args(["-f", &format!("sleep {marker}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let started = Instant::now();
+    while !alive() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host.kill().unwrap();
+    let _ = host.wait();
+    let killed = Instant::now();
+    while alive() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "the program outlived its host"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn the_whole_tree_is_killed() {
