@@ -323,16 +323,32 @@ async fn a_server_that_cannot_start_is_listed_with_its_reason() {
         read: Vec::new(),
         ..server(&[])
     };
+    // A server that says why it stops, on stderr, before any MCP.
+    let broken = McpServerConfig {
+        args: vec![
+            "-c".into(),
+            "import sys; print('reading config', file=sys.stderr); \
+             sys.exit('config.toml: no such file')"
+                .into(),
+        ],
+        ..server(&[])
+    };
     let started = Instant::now();
     let servers = [
         ("a__b", server(&[])),
+        ("broken", broken),
         ("missing", missing),
         ("silent", silent),
     ];
     let airlock: Airlock = airlock(config_with(ws.path(), &servers)).await;
     assert!(started.elapsed() < Duration::from_secs(10));
-    let failures = server_failures(&airlock);
-    assert_eq!(failures.len(), 3, "{failures:?}");
+    let mut failures = server_failures(&airlock);
+    assert_eq!(failures.len(), 4, "{failures:?}");
+    let broken = failures.remove(1);
+    assert!(
+        broken.contains("its stderr ended with: reading config | config.toml: no such file"),
+        "{broken}"
+    );
     assert!(failures[0].contains("no `__`"), "{failures:?}");
     assert!(
         failures[1].contains("MCP server `missing`") && failures[1].contains("cannot start"),

@@ -2,7 +2,7 @@
 //! asked), the running service and process, and starting it.
 
 use crate::bounds::{BoundedLines, Stdout, list_tools};
-use crate::process::{Process, Sandbox, drain_stderr};
+use crate::process::{Process, Sandbox, Tail, drain_stderr};
 use crate::startup_time;
 use airlock_core::config::McpServerConfig;
 use airlock_core::config::expand;
@@ -94,6 +94,9 @@ impl Drop for Connection {
     }
 }
 
+/// How long a server that did not start is given to finish its stderr.
+const STDERR_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// What a server is started from: its configuration, its working
 /// directory and the workspace it may see (and whether it may write it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,7 +179,8 @@ pub(crate) async fn connect(
             "its standard streams were not piped".into(),
         ));
     };
-    tokio::spawn(drain_stderr(name.to_string(), stderr));
+    let tail = Tail::default();
+    let mut drained = tokio::spawn(drain_stderr(name.to_string(), stderr, tail.clone()));
     let handler = Handler {
         progress: ProgressDispatcher::new(),
         server: name.into(),
@@ -202,14 +206,24 @@ pub(crate) async fn connect(
         Ok::<_, String>((service, tools))
     })
     .await
-    .map_err(|_| {
-        LoadError::McpServer(format!(
+    .unwrap_or_else(|_| {
+        Err(format!(
             "it did not start and list its tools within {} ms (startup_timeout_ms)",
             startup.as_millis()
         ))
-    })?
-    .map_err(LoadError::McpServer)?;
-    let (service, listed) = started;
+    });
+    let (service, listed) = match started {
+        Ok(started) => started,
+        Err(why) => {
+            // What it said last says why, once its stderr is read to the
+            // end (or for a moment, if it is still running).
+            let _ = tokio::time::timeout(STDERR_WAIT, &mut drained).await;
+            return Err(LoadError::McpServer(match tail.shown() {
+                Some(said) => format!("{why}; its stderr ended with: {said}"),
+                None => why,
+            }));
+        }
+    };
     let version = service
         .peer_info()
         .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))

@@ -2,6 +2,8 @@
 //! and the group killed when the last tool holding it goes.
 
 use airlock_core::sanitize::{self, Sink};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
@@ -100,10 +102,49 @@ impl Drop for Process {
     }
 }
 
+/// The last lines a server wrote on stderr, kept to say why it did not
+/// start (a confined one's helper says there what it could not set up).
+#[derive(Clone, Default)]
+pub(crate) struct Tail(Arc<Mutex<VecDeque<String>>>);
+
+impl Tail {
+    /// How many lines are kept.
+    const LINES: usize = 5;
+
+    fn push(&self, line: String) {
+        let mut lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == Self::LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The lines kept, joined; `None` when there are none.
+    pub(crate) fn shown(&self) -> Option<String> {
+        let lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let kept: Vec<&str> = (lines.iter())
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        (!kept.is_empty()).then(|| kept.join(" | "))
+    }
+}
+
 /// Reads a server's stderr to its end (so the server never blocks on a
 /// full pipe or dies of a closed one), logging each line, cleaned and cut
-/// at 500 characters; bytes past 4 KiB of one line are dropped.
-pub(crate) async fn drain_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+/// at 500 characters, and keeping the last ones in `tail`; bytes past
+/// 4 KiB of one line are dropped.
+pub(crate) async fn drain_stderr(
+    server: String,
+    mut stderr: tokio::process::ChildStderr,
+    tail: Tail,
+) {
     const LINE: usize = 4096;
     let mut line = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -111,6 +152,7 @@ pub(crate) async fn drain_stderr(server: String, mut stderr: tokio::process::Chi
         let text = String::from_utf8_lossy(line);
         let text = sanitize::clean_capped(&text, Sink::Line, 500);
         tracing::debug!(%server, "stderr: {text}");
+        tail.push(text);
     };
     while let Ok(n) = stderr.read(&mut chunk).await {
         if n == 0 {
