@@ -473,6 +473,25 @@ pub struct NetPolicy {
 }
 
 impl NetPolicy {
+    /// Allows or refuses a request a confined program sends through the
+    /// proxy: [`NetPolicy::check`], and [`proxied_port`].
+    ///
+    /// ```
+    /// let policy = airlock_core::grants::NetPolicy {
+    ///     requested: vec!["*".into()],
+    ///     granted: vec!["example.com".into(), "db.example.com:5432".into()],
+    ///     safe_methods_only: false,
+    /// };
+    /// assert!(policy.check_proxied("CONNECT", "example.com", 443).is_ok());
+    /// assert!(policy.check_proxied("CONNECT", "example.com", 22).is_err());
+    /// assert!(policy.check_proxied("CONNECT", "db.example.com", 5432).is_ok());
+    /// assert!(policy.check_proxied("GET", "example.com", 80).is_ok());
+    /// ```
+    pub fn check_proxied(&self, method: &str, host: &str, port: u16) -> Result<(), String> {
+        self.check(method, host, Some(port))?;
+        proxied_port(&self.granted, method, host, port)
+    }
+
     /// Allows or refuses a request, saying why.
     pub fn check(&self, method: &str, host: &str, port: Option<u16>) -> Result<(), String> {
         if self.safe_methods_only && !matches!(method, "GET" | "HEAD" | "OPTIONS") {
@@ -500,6 +519,36 @@ impl NetPolicy {
         }
         Ok(())
     }
+}
+
+/// Refuses a port a confined program asks the proxy for that its grant
+/// does not name: a pattern without a port reaches only the default port
+/// of the request's kind, 443 for a `CONNECT` tunnel (whose bytes the
+/// proxy never sees: any protocol could pass) and 80 for plain HTTP; any
+/// other needs `host:port` among `patterns`.
+pub fn proxied_port(
+    patterns: &[String],
+    method: &str,
+    host: &str,
+    port: u16,
+) -> Result<(), String> {
+    let default = if method == "CONNECT" { 443 } else { 80 };
+    let host = host.to_ascii_lowercase();
+    let named = |p: &String| {
+        p.rsplit_once(':')
+            .is_some_and(|(_, n)| n.parse() == Ok(port))
+    };
+    if port == default
+        || patterns
+            .iter()
+            .any(|p| named(p) && host_matches(p, &host, Some(port)))
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "port {port} of {host} is not granted: a grant without a port reaches only port \
+         {default} through the proxy (`{host}:{port}` grants this one)"
+    ))
 }
 
 /// Whether `pattern` (`*`, `name`, `name:port`, `*.name`) matches.

@@ -68,7 +68,7 @@ impl HostState {
             Some(policy) => {
                 let policy = policy.clone();
                 let proxy = Proxy::start(Arc::new(move |method: &str, host: &str, port| {
-                    policy.check(method, host, Some(port))
+                    policy.check_proxied(method, host, port)
                 }))
                 .map_err(|e| format!("{name}: cannot start its network proxy: {e}"))?;
                 confinement.proxy = Some(proxy.socket());

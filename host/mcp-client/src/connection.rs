@@ -7,7 +7,7 @@ use crate::startup_time;
 use airlock_core::config::McpServerConfig;
 use airlock_core::config::expand;
 use airlock_core::error::LoadError;
-use airlock_core::grants::NetPolicy;
+use airlock_core::grants::{NetPolicy, proxied_port};
 use airlock_core::programs::find;
 use airlock_native::{Confinement, Helper, Proxy, Refused};
 use rmcp::handler::client::progress::ProgressDispatcher;
@@ -319,7 +319,8 @@ fn confined(
                         "{host}:{port} is not among the hosts granted to the MCP server {name} \
                          (`hosts = [...]` under [mcp_servers.{name}])"
                     )
-                })
+                })?;
+                proxied_port(&policy.granted, method, host, port)
             }))
             .map_err(|e| LoadError::McpServer(format!("cannot start its network proxy: {e}")))?;
             confinement.proxy = Some(proxy.socket());

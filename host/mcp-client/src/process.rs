@@ -7,6 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
+/// What a confined server runs with, on the host's side.
+pub(crate) struct Sandbox {
+    pub(crate) _root: airlock_native::CallDir,
+    pub(crate) _proxy: Option<airlock_native::Proxy>,
+}
+
 /// How long a server gets to exit after its stdin closed, then after
 /// SIGTERM.
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
@@ -16,12 +22,6 @@ pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// goes with it; elsewhere, only the child. The group's id cannot be taken
 /// by another group while its leader is unreaped, and on Linux the leader
 /// is not reaped before that kill (its exit is observed with `WNOWAIT`).
-/// What a confined server runs with, on the host's side.
-pub(crate) struct Sandbox {
-    pub(crate) _root: airlock_native::CallDir,
-    pub(crate) _proxy: Option<airlock_native::Proxy>,
-}
-
 pub(crate) struct Process {
     pub(crate) child: tokio::process::Child,
     /// A confined server's root and network proxy, kept until it has

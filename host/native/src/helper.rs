@@ -594,20 +594,71 @@ mod network {
         Ok(port)
     }
 
-    /// The forwarder's process: no capabilities, a thread per connection.
+    /// The forwarder's process: no capabilities (none held, none to
+    /// gain), no descriptor but its listener (the program's streams
+    /// become `/dev/null`), a thread per connection.
     fn forward(listener: TcpListener) -> ! {
-        if let Err(e) = super::drop_privileges() {
+        use std::os::fd::AsRawFd;
+        let kept = listener.as_raw_fd();
+        let null = c"/dev/null";
+        // SAFETY: open, dup2 and close_range with a NUL-terminated path
+        // and integers; `kept` is the listener, which stays open.
+        unsafe {
+            let fd = libc::open(null.as_ptr(), libc::O_RDWR);
+            for standard in 0..3 {
+                libc::dup2(fd, standard);
+            }
+            let (kept, last) = (kept as u32, u32::MAX);
+            libc::syscall(libc::SYS_close_range, 3u32, kept - 1, 0u32);
+            libc::syscall(libc::SYS_close_range, kept + 1, last, 0u32);
+        }
+        if let Err(e) = super::drop_privileges().and_then(|()| no_capabilities()) {
             crate::fail(&e);
         }
         for client in listener.incoming() {
             let Ok(client) = client else { continue };
-            std::thread::spawn(move || {
+            let _ = std::thread::Builder::new().spawn(move || {
                 if let Ok(upstream) = UnixStream::connect(proxy::INSIDE) {
                     proxy::splice(client, upstream);
                 }
             });
         }
         std::process::exit(0)
+    }
+
+    /// Empties this process's capability sets (a process that does not
+    /// exec keeps those it has, whatever its bounding set).
+    fn no_capabilities() -> Result<(), String> {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: libc::c_int,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        // _LINUX_CAPABILITY_VERSION_3: two `Data`, for 64 capabilities.
+        let header = Header {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        let none = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        // SAFETY: capset reads a valid header and two data records.
+        if unsafe { libc::syscall(libc::SYS_capset, &header, none.as_ptr()) } != 0 {
+            return Err(format!(
+                "cannot drop the forwarder's capabilities: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
     }
 
     fn loopback_up() -> Result<(), String> {

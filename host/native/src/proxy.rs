@@ -13,29 +13,69 @@
 //! clients print. A program that ignores the proxy variables has no route
 //! anywhere.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Admits a request (`method`, `host`, `port`), or says why not.
 pub type Policy = dyn Fn(&str, &str, u16) -> Result<(), String> + Send + Sync;
 
 /// The most a request's head may hold.
 const HEAD_BYTES: usize = 32 << 10;
-/// How long a client has to send its request's head.
+/// How long a client has to send its request's head, in all.
 const HEAD_TIME: Duration = Duration::from_secs(30);
 /// How long a connection to the host it asked for may take.
 const CONNECT_TIME: Duration = Duration::from_secs(10);
+/// How many connections one proxy serves at once; more are answered `503`.
+const CONNECTIONS: usize = 64;
 
-/// A running proxy; it stops taking connections when dropped (tunnels
-/// already open run until either end closes).
+/// A running proxy. Dropped, it stops taking connections and closes those
+/// it serves, tunnels included, so nothing it opened outlives it.
 pub struct Proxy {
     dir: tempfile::TempDir,
-    stopped: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+}
+
+/// What the proxy's threads share: the sockets each connection holds (to
+/// be closed when the proxy goes).
+#[derive(Default)]
+struct Shared {
+    stopped: AtomicBool,
+    next: AtomicU64,
+    open: Mutex<HashMap<u64, Vec<Socket>>>,
+}
+
+impl Shared {
+    fn open(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<Socket>>> {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps a handle on `socket`, connection `id`'s, for [`Proxy`]'s drop.
+    fn hold(&self, id: u64, socket: Socket) {
+        self.open().entry(id).or_default().push(socket);
+    }
+}
+
+/// A handle on a connection's socket, to shut it down.
+enum Socket {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Socket {
+    fn shut(&self) {
+        let _ = match self {
+            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
 }
 
 impl Proxy {
@@ -53,23 +93,12 @@ impl Proxy {
     pub fn start(policy: Arc<Policy>) -> std::io::Result<Proxy> {
         let dir = tempfile::Builder::new().prefix("airlock-net-").tempdir()?;
         let listener = UnixListener::bind(dir.path().join("proxy.sock"))?;
-        let stopped = Arc::new(AtomicBool::new(false));
-        let stop = stopped.clone();
+        let shared = Arc::new(Shared::default());
+        let accepting = shared.clone();
         std::thread::Builder::new()
             .name("airlock-proxy".into())
-            .spawn(move || {
-                for client in listener.incoming() {
-                    if stop.load(Ordering::Acquire) {
-                        break;
-                    }
-                    let Ok(client) = client else { continue };
-                    let policy = policy.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("airlock-proxy-conn".into())
-                        .spawn(move || serve(client, &*policy));
-                }
-            })?;
-        Ok(Proxy { dir, stopped })
+            .spawn(move || accept(&listener, &accepting, &policy))?;
+        Ok(Proxy { dir, shared })
     }
 
     /// The socket it listens on.
@@ -80,7 +109,10 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        self.stopped.store(true, Ordering::Release);
+        self.shared.stopped.store(true, Ordering::Release);
+        for socket in self.shared.open().values().flatten() {
+            socket.shut();
+        }
         // Wakes the accepting thread, which sees it is stopped.
         let _ = UnixStream::connect(self.socket());
     }
@@ -94,9 +126,48 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
+/// Takes connections until the proxy is dropped: each served in a thread
+/// of its own, at most [`CONNECTIONS`] at once.
+fn accept(listener: &UnixListener, shared: &Arc<Shared>, policy: &Arc<Policy>) {
+    for client in listener.incoming() {
+        if shared.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(mut client) = client else {
+            // Out of descriptors, say: wait rather than spin.
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let id = shared.next.fetch_add(1, Ordering::Relaxed);
+        let busy = {
+            let mut open = shared.open();
+            let busy = open.len() >= CONNECTIONS;
+            if !busy && let Ok(held) = client.try_clone() {
+                open.insert(id, vec![Socket::Unix(held)]);
+            }
+            busy
+        };
+        if busy {
+            let _ = client.set_write_timeout(Some(Duration::from_secs(1)));
+            let why = format!("over {CONNECTIONS} connections at once");
+            refuse(&mut client, 503, "Service Unavailable", &why);
+            continue;
+        }
+        let (serving, policy) = (shared.clone(), policy.clone());
+        let spawned = std::thread::Builder::new()
+            .name("airlock-proxy-conn".into())
+            .spawn(move || {
+                serve(client, &*policy, id, &serving);
+                serving.open().remove(&id);
+            });
+        if spawned.is_err() {
+            shared.open().remove(&id);
+        }
+    }
+}
+
 /// One client connection: its request admitted and sent on, or refused.
-fn serve(mut client: UnixStream, policy: &Policy) {
-    let _ = client.set_read_timeout(Some(HEAD_TIME));
+fn serve(mut client: UnixStream, policy: &Policy, id: u64, shared: &Shared) {
     let (head, rest) = match read_head(&mut client) {
         Ok(read) => read,
         Err(why) => return refuse(&mut client, 400, "Bad Request", &why),
@@ -112,32 +183,59 @@ fn serve(mut client: UnixStream, policy: &Policy) {
         Ok(upstream) => upstream,
         Err(why) => return refuse(&mut client, 502, "Bad Gateway", &why),
     };
-    let _ = client.set_read_timeout(None);
-    let sent = match &request.origin_form {
-        None => client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n"),
-        Some(head) => upstream.write_all(head.as_bytes()),
-    };
-    if sent.is_err() || upstream.write_all(&rest).is_err() {
+    if let Ok(held) = upstream.try_clone() {
+        shared.hold(id, Socket::Tcp(held));
+    }
+    if shared.stopped.load(Ordering::Acquire) {
         return;
     }
-    splice(client, upstream);
+    let _ = client.set_read_timeout(None);
+    match &request.origin_form {
+        None => {
+            let opened = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+            if opened.is_ok() && upstream.write_all(&rest).is_ok() {
+                splice(client, upstream);
+            }
+        }
+        Some(head) if request.body => {
+            if upstream.write_all(head.as_bytes()).is_ok() && upstream.write_all(&rest).is_ok() {
+                splice(client, upstream);
+            }
+        }
+        // A request without a body is all the client sends: only the
+        // answer comes back, so nothing can follow the one head checked.
+        Some(head) => {
+            if upstream.write_all(head.as_bytes()).is_ok() {
+                let _ = upstream.shutdown(Shutdown::Write);
+                let _ = std::io::copy(&mut upstream, &mut client);
+            }
+        }
+    }
 }
 
-/// Reads up to the end of a request's head; returns the head and what
-/// came after it.
+/// Reads up to the end of a request's head, within [`HEAD_TIME`] in all;
+/// returns the head and what came after it.
 fn read_head(client: &mut UnixStream) -> Result<(String, Vec<u8>), String> {
+    let deadline = Instant::now() + HEAD_TIME;
     let mut buffer = Vec::with_capacity(4096);
     let mut chunk = [0; 4096];
     loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("the request's head took over {HEAD_TIME:?}"));
+        }
+        let _ = client.set_read_timeout(Some(left));
         let n = client
             .read(&mut chunk)
             .map_err(|e| format!("reading the request: {e}"))?;
         if n == 0 {
             return Err("the request ended before its head".into());
         }
+        // Only the new bytes (and the three before them) can end the head.
+        let from = buffer.len().saturating_sub(3);
         buffer.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            let rest = buffer.split_off(end + 4);
+        if let Some(end) = buffer[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buffer.split_off(from + end + 4);
             let head = String::from_utf8(buffer)
                 .map_err(|_| "the request's head is not UTF-8".to_string())?;
             return Ok((head, rest));
@@ -157,11 +255,31 @@ struct Request {
     /// For plain HTTP, the head to send on (origin form, one request);
     /// `None` for a tunnel.
     origin_form: Option<String>,
+    /// Whether the client may send more than the head (a body); not for
+    /// GET, HEAD and OPTIONS.
+    body: bool,
 }
+
+/// Headers the proxy does not pass on: its own, the hop's, and `Host`
+/// (it writes the one the policy checked).
+const DROPPED: &[&str] = &[
+    "host",
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+];
 
 impl Request {
     fn parse(head: &str) -> Result<Request, String> {
+        let head = head.strip_suffix("\r\n\r\n").unwrap_or(head);
         let mut lines = head.split("\r\n");
+        if lines.clone().any(|l| l.contains(['\r', '\n'])) {
+            return Err("a bare CR or LF in the request's head".into());
+        }
         let line = lines.next().unwrap_or_default();
         let mut parts = line.split(' ');
         let (Some(method), Some(target), Some(version), None) =
@@ -172,6 +290,9 @@ impl Request {
         if !version.starts_with("HTTP/1.") {
             return Err(format!("{version} is not HTTP/1.x"));
         }
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(format!("{method:?} is not a method"));
+        }
         if method == "CONNECT" {
             let (host, port) = host_port(target, None)?;
             return Ok(Request {
@@ -179,6 +300,7 @@ impl Request {
                 host,
                 port,
                 origin_form: None,
+                body: true,
             });
         }
         let Some(rest) = target.strip_prefix("http://") else {
@@ -192,16 +314,22 @@ impl Request {
             false => format!("/{tail}"),
         };
         let (host, port) = host_port(authority, Some(80))?;
-        let mut origin = format!("{method} {path} {version}\r\n");
-        for header in lines.filter(|l| !l.is_empty()) {
-            let name = header.split(':').next().unwrap_or_default().trim();
-            let hop = [
-                "connection",
-                "proxy-connection",
-                "proxy-authorization",
-                "keep-alive",
-            ];
-            if !hop.iter().any(|h| name.eq_ignore_ascii_case(h)) {
+        let body = !matches!(method, "GET" | "HEAD" | "OPTIONS");
+        let mut origin = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
+        for header in lines {
+            let Some((name, _)) = header.split_once(':') else {
+                return Err(format!("not a header: {header:?}"));
+            };
+            if name.is_empty() || name.contains([' ', '\t']) {
+                return Err(format!("not a header name: {name:?}"));
+            }
+            let framed = ["content-length", "transfer-encoding"];
+            if !body && framed.iter().any(|h| name.eq_ignore_ascii_case(h)) {
+                return Err(format!(
+                    "{method} through the proxy carries no body ({name})"
+                ));
+            }
+            if !DROPPED.iter().any(|h| name.eq_ignore_ascii_case(h)) {
                 origin.push_str(header);
                 origin.push_str("\r\n");
             }
@@ -212,6 +340,7 @@ impl Request {
             host,
             port,
             origin_form: Some(origin),
+            body,
         })
     }
 }
@@ -311,6 +440,56 @@ pub(crate) fn is_socket(path: &Path) -> bool {
 mod tests {
     use super::*;
 
+    fn allow_all() -> Arc<Policy> {
+        Arc::new(|_: &str, _: &str, _| Ok(()))
+    }
+
+    /// A connection's first line from the proxy.
+    fn status(stream: &mut UnixStream) -> String {
+        let mut reply = Vec::new();
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = stream.read_to_end(&mut reply);
+        String::from_utf8_lossy(&reply)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    #[test]
+    fn connections_past_the_bound_are_refused_and_a_dropped_proxy_closes_its_tunnels() {
+        // A server that takes a connection and never answers or closes.
+        let quiet = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = quiet.local_addr().unwrap().port();
+        let held = std::thread::spawn(move || {
+            let streams: Vec<_> = quiet.incoming().take(1).collect();
+            std::thread::sleep(Duration::from_secs(30));
+            drop(streams);
+        });
+        let proxy = Proxy::start(allow_all()).unwrap();
+        let mut tunnel = UnixStream::connect(proxy.socket()).unwrap();
+        write!(tunnel, "CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").unwrap();
+        let mut opened = [0; 39];
+        tunnel.read_exact(&mut opened).unwrap();
+        assert!(opened.starts_with(b"HTTP/1.1 200"));
+        // Idle clients that send nothing hold their places.
+        let idle: Vec<UnixStream> = (1..CONNECTIONS)
+            .map(|_| UnixStream::connect(proxy.socket()).unwrap())
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while proxy.shared.open().len() < CONNECTIONS {
+            assert!(Instant::now() < deadline, "the idle clients were not taken");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut over = UnixStream::connect(proxy.socket()).unwrap();
+        assert_eq!(status(&mut over), "HTTP/1.1 503 Service Unavailable");
+        drop(proxy);
+        // The tunnel ends with the proxy, though its far end never closes.
+        let _ = tunnel.set_read_timeout(Some(Duration::from_secs(5)));
+        assert_eq!(tunnel.read(&mut opened).unwrap(), 0);
+        drop((idle, held));
+    }
+
     #[test]
     fn requests_parse_to_what_the_policy_sees() {
         let connect =
@@ -320,18 +499,28 @@ mod tests {
             ("CONNECT", "example.com", 443)
         );
         assert_eq!(connect.origin_form, None);
+        // The Host the policy checked is the one sent, whatever the client said.
         let get = Request::parse(
-            "GET http://[::1]:8080/a?b HTTP/1.1\r\nHost: [::1]:8080\r\nProxy-Connection: keep-alive\r\n\r\n",
+            "GET http://[::1]:8080/a?b HTTP/1.1\r\nHost: evil.example\r\nProxy-Connection: keep-alive\r\nUpgrade: h2c\r\nAccept: */*\r\n\r\n",
         )
         .unwrap();
-        assert_eq!((get.host.as_str(), get.port), ("::1", 8080));
+        assert_eq!(
+            (get.host.as_str(), get.port, get.body),
+            ("::1", 8080, false)
+        );
         assert_eq!(
             get.origin_form.as_deref(),
-            Some("GET /a?b HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n")
+            Some(
+                "GET /a?b HTTP/1.1\r\nHost: [::1]:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+            )
         );
         let bare = Request::parse("HEAD http://example.com HTTP/1.0\r\n\r\n").unwrap();
         assert_eq!(bare.port, 80);
         assert!(bare.origin_form.unwrap().starts_with("HEAD / HTTP/1.0\r\n"));
+        let post =
+            Request::parse("POST http://example.com/x HTTP/1.1\r\nContent-Length: 2\r\n\r\n")
+                .unwrap();
+        assert!(post.body);
         for bad in [
             "GET /local HTTP/1.1\r\n\r\n",
             "GET https://example.com/ HTTP/1.1\r\n\r\n",
@@ -339,6 +528,12 @@ mod tests {
             "CONNECT user@example.com:443 HTTP/1.1\r\n\r\n",
             "GET http://example.com/ HTTP/2\r\n\r\n",
             "nonsense\r\n\r\n",
+            // A second request hidden behind a bare LF, a folded line, a
+            // body on a GET.
+            "GET http://example.com/ HTTP/1.1\r\nX: a\n\nDELETE /x HTTP/1.1\r\n\r\n",
+            "GET http://example.com/ HTTP/1.1\r\nX: a\r\n b\r\n\r\n",
+            "GET http://example.com/ HTTP/1.1\r\nContent-Length: 9\r\n\r\n",
+            "GET http://example.com/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
         ] {
             assert!(Request::parse(bad).is_err(), "{bad:?}");
         }

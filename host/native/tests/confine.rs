@@ -326,6 +326,9 @@ try:
     socket.create_connection(("127.0.0.1", {port}), timeout=2)
 except OSError as e:
     print("direct:", e)
+others = [d for d in os.listdir("/proc") if d.isdigit() and int(d) not in (1, os.getpid())]
+caps = [l.split()[1] for d in others for l in open(f"/proc/{{d}}/status") if l.startswith(("CapEff", "CapPrm"))]
+print("forwarder:", sorted(set(caps)))
 "#
     );
     let (status, text) = python(&confinement, &code);
@@ -340,6 +343,8 @@ except OSError as e:
     assert_eq!(lines[2], "HTTP/1.1 200 Connection established", "{text}");
     assert_eq!(lines[3], "hello", "{text}");
     assert!(lines[4].contains("Permission denied"), "{text}");
+    // The forwarder, the one other process there, holds no capability.
+    assert_eq!(lines[5], "forwarder: ['0000000000000000']", "{text}");
 }
 
 fn no_privileges_survive() {
