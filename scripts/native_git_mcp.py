@@ -5,7 +5,10 @@ one raw JSON-RPC client, one call at a time; against the same client
 running `git status --short` itself (a subprocess) in the same run, and the
 same client's `bash` call of a builtin (`pwd`), which runs no program.
 
-Usage: scripts/native_git_mcp.py AIRLOCK_BINARY [N]   (default N = 200)
+Usage: scripts/native_git_mcp.py AIRLOCK_BINARY [N] [HELPER]   (default N = 200)
+  HELPER: a sandbox helper other than the airlock binary (`sandbox_helper`),
+  e.g. target/release/examples/confine, to see what the helper's own start
+  costs.
 """
 
 import json
@@ -31,8 +34,12 @@ def main():
         f.write("b\n")
     home = tempfile.mkdtemp(prefix="git-bench-home-")
     env = {"HOME": home, "PATH": os.environ["PATH"]}
+    config = os.path.join(home, "airlock.toml")
+    with open(config, "w") as f:
+        if len(sys.argv) > 3:
+            f.write(f"sandbox_helper = {json.dumps(os.path.abspath(sys.argv[3]))}\n")
     server = subprocess.Popen(
-        [airlock, "--workspace", repo, "--allow-program", "git", "mcp"],
+        [airlock, "--config", config, "--workspace", repo, "--allow-program", "git", "mcp"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
