@@ -87,8 +87,8 @@ pub struct Cli {
     /// Grant DIR read-write to tools that ask for it (repeatable).
     #[arg(long = "mount-rw", global = true, value_name = "DIR")]
     mounts_rw: Vec<PathBuf>,
-    /// The time limit of a call, in milliseconds.
-    #[arg(long, global = true, value_name = "MS")]
+    /// The time limit of a call, in milliseconds (at least 1).
+    #[arg(long, global = true, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout_ms: Option<u64>,
     /// The permission mode: default, acceptEdits, plan, bypassPermissions or dontAsk.
     #[arg(long, global = true, value_name = "MODE")]
@@ -299,6 +299,26 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Set once a command cancels its own call on SIGINT (`call`, `run`):
 /// from then on SIGINT is theirs, and [`stop_signal`] lets it pass.
 static INTERRUPT_IS_HANDLED: AtomicBool = AtomicBool::new(false);
+
+/// Set once Ctrl-C cancelled the command's own call (`call`, `run`): the
+/// command reports the cancelled call, then exits 130, as a shell reports
+/// an interrupted command ([`interrupted_or`]).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Records that Ctrl-C cancelled the command's call ([`INTERRUPTED`]).
+fn note_interrupt() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// 130 (128 + SIGINT) if Ctrl-C cancelled the command's call, else `code`.
+fn interrupted_or(code: ExitCode) -> ExitCode {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        // 128 + SIGINT's number.
+        ExitCode::from(130)
+    } else {
+        code
+    }
+}
 
 /// Says that the command now handles SIGINT itself (see
 /// [`INTERRUPT_IS_HANDLED`]).
@@ -531,8 +551,8 @@ async fn dispatch(cli: Cli) -> ExitCode {
             replay_timing,
             timeline,
         } => match run::uses_from(&airlock, &input, replay_timing, timeline.as_deref()).await {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(EXIT_CALL_FAILED),
+            Ok(true) => interrupted_or(ExitCode::SUCCESS),
+            Ok(false) => interrupted_or(ExitCode::from(EXIT_CALL_FAILED)),
             Err(message) => {
                 eprintln!("airlock: {message}");
                 ExitCode::from(2)
@@ -792,6 +812,7 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool, fresh: boo
     let interrupt = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("airlock: interrupted; cancelling the call");
+            note_interrupt();
             on_interrupt.cancel();
         }
     });
@@ -824,11 +845,11 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool, fresh: boo
     if written.is_err() {
         return printed(written);
     }
-    if result.is_error() {
+    interrupted_or(if result.is_error() {
         ExitCode::from(EXIT_CALL_FAILED)
     } else {
         ExitCode::SUCCESS
-    }
+    })
 }
 
 /// The workspace's context, kept between `airlock call`s (as an MCP

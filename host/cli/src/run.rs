@@ -93,6 +93,7 @@ fn interrupt_on_ctrl_c(handle: &ExecutorHandle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("airlock: interrupted");
+            super::note_interrupt();
             handle.interrupt();
         }
     })

@@ -356,6 +356,26 @@ fn a_bad_configuration_exits_with_3() {
         "{}",
         text(&out.stderr)
     );
+    // A time limit no call could meet: refused, not every call failing.
+    std::fs::write(&config, "[limits]\ntimeout_ms = 0\n").unwrap();
+    let out = airlock(home.path(), &["--config", config.to_str().unwrap(), "list"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("limits.timeout_ms must be at least 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = airlock(home.path(), &["--timeout-ms", "0", "list"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a bad flag value is a bad command line"
+    );
+    assert!(
+        text(&out.stderr).contains("--timeout-ms"),
+        "{}",
+        text(&out.stderr)
+    );
     // A tool directory named on the command line that is not there.
     let out = airlock(home.path(), &["--tools", "/nope", "list"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
@@ -1029,6 +1049,62 @@ fn a_signal_stops_a_command_waiting_on_stdin_unless_it_was_ignored() {
     );
     signal(&nohup, "TERM");
     assert_eq!(exit_code(&mut nohup), Some(143));
+}
+
+/// Ctrl-C during `call` or `run` cancels the call, which is reported,
+/// and the command exits 130, as a shell reports an interrupted command.
+#[test]
+fn ctrl_c_cancels_the_call_reports_it_and_exits_130() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let long = r#"{"ms": 20000}"#;
+    let line = format!(r#"{{"id": "a", "name": "sleep", "input": {long}}}"#);
+    for args in [vec!["call", "sleep", long], vec!["run", "-"]] {
+        let mut child = airlock_command(home.path(), &args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(line.as_bytes()).unwrap();
+        }
+        // Interrupted once the call runs: `sleep` reports progress.
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        {
+            use std::io::BufRead;
+            let mut line = String::new();
+            while stderr.read_line(&mut line).unwrap() > 0 {
+                seen.push_str(&line);
+                if line.starts_with("  …") {
+                    break;
+                }
+                line.clear();
+            }
+        }
+        let started = Instant::now();
+        let sent = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+        assert_eq!(out.status.code(), Some(130), "{args:?}: {seen}{rest}");
+        assert!(rest.contains("airlock: interrupted"), "{args:?}: {rest}");
+        // `call` reports on stderr, `run` as its result line on stdout.
+        let reported = format!("{rest}{}", text(&out.stdout));
+        assert!(
+            reported.contains("error (cancelled)") || reported.contains(r#""is_error":true"#),
+            "{args:?}: the cancelled call is reported: {reported}"
+        );
+    }
 }
 
 /// `airlock ARGS` with the environment [`airlock`] gives it, to spawn.

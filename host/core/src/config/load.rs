@@ -20,10 +20,14 @@ impl Config {
             .and_then(|p| p.as_table())
             .is_some_and(|p| p.contains_key("default_mode") || p.contains_key("defaultMode"));
         let mut config: Config = table.try_into().map_err(error)?;
-        if config.contexts.ttl_secs == 0 {
+        let zero = [
+            ("contexts.ttl_secs", config.contexts.ttl_secs),
+            ("limits.timeout_ms", config.limits.timeout_ms),
+        ];
+        if let Some((key, _)) = zero.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError {
                 path: base.map_or("<config>".into(), |b| b.display().to_string()),
-                message: "contexts.ttl_secs must be at least 1".into(),
+                message: format!("{key} must be at least 1"),
             });
         }
         let base = match base {
