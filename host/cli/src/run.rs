@@ -89,11 +89,11 @@ pub(crate) async fn uses_from(
 /// Interrupts the executor on Ctrl-C.
 fn interrupt_on_ctrl_c(handle: &ExecutorHandle) -> tokio::task::JoinHandle<()> {
     let handle = handle.clone();
-    super::handle_interrupt_here();
+    super::signals::handle_interrupt_here();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("airlock: interrupted");
-            super::note_interrupt();
+            super::signals::note_interrupt();
             handle.interrupt();
         }
     })

@@ -1,0 +1,37 @@
+//! The program's rlimits.
+
+use crate::plan::Limits;
+
+/// Sets `limits` on this process (inherited by the program).
+pub(super) fn apply(limits: &Limits) -> Result<(), String> {
+    let cpu = limits.cpu_seconds.map(|s| (s, s + 1));
+    let pairs = [
+        (
+            libc::RLIMIT_NOFILE,
+            Some((limits.open_files, limits.open_files)),
+        ),
+        (
+            libc::RLIMIT_NPROC,
+            Some((limits.processes, limits.processes)),
+        ),
+        (libc::RLIMIT_CORE, Some((0, 0))),
+        (libc::RLIMIT_AS, limits.memory_bytes.map(|b| (b, b))),
+        (libc::RLIMIT_FSIZE, limits.file_bytes.map(|b| (b, b))),
+        (libc::RLIMIT_CPU, cpu),
+    ];
+    for (resource, limit) in pairs {
+        let Some((soft, hard)) = limit else { continue };
+        let limit = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: hard,
+        };
+        // SAFETY: `limit` is a valid rlimit.
+        if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+            return Err(format!(
+                "cannot set a limit: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
