@@ -204,9 +204,10 @@ fn serve(mut client: UnixStream, policy: &Policy, id: u64, shared: &Shared) {
         }
         // A request without a body is all the client sends: only the
         // answer comes back, so nothing can follow the one head checked.
+        // (No half-close towards the server: some take it for a client
+        // gone and drop the answer.)
         Some(head) => {
             if upstream.write_all(head.as_bytes()).is_ok() {
-                let _ = upstream.shutdown(Shutdown::Write);
                 let _ = std::io::copy(&mut upstream, &mut client);
             }
         }
