@@ -719,8 +719,11 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool, fresh: boo
 
     let (progress, mut events) = ProgressSink::channel(64);
     let printer = tokio::spawn(async move {
+        let mut shown = render::Throttle::for_stderr();
         while let Some(event) = events.recv().await {
-            eprintln!("{}", render::progress_line(&event));
+            if shown.admits() {
+                eprintln!("{}", render::progress_line(&event));
+            }
         }
     });
     let cancel = CancellationToken::new();

@@ -12,6 +12,7 @@ use airlock_host::{ContentBlock, ToolOrigin};
 use airlock_host::{Descriptor, SafetyFlags};
 use serde_json::json;
 use std::io::{self, Write};
+use std::time::{Duration, Instant};
 
 /// Runs `print` on stdout and flushes it. A closed pipe is no failure (the
 /// reader has what it wanted, and the output stops there); any other write
@@ -320,6 +321,39 @@ pub(crate) fn describe(entry: &Entry, as_json: bool, out: &mut dyn Write) -> io:
         )?;
     }
     Ok(())
+}
+
+/// How often progress lines go out: each one on a terminal, where a person
+/// watches; at most one a second elsewhere (a log file, a pipe), where a
+/// tool reporting every 100 ms would bury everything else.
+pub(crate) struct Throttle {
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    /// The throttle for stderr, as it is now (a terminal or not).
+    pub(crate) fn for_stderr() -> Throttle {
+        let terminal = io::IsTerminal::is_terminal(&io::stderr());
+        Throttle {
+            every: if terminal {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(1)
+            },
+            last: None,
+        }
+    }
+
+    /// Whether a line may go out now (the first always may).
+    pub(crate) fn admits(&mut self) -> bool {
+        let now = Instant::now();
+        if self.last.is_some_and(|last| now - last < self.every) {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
 }
 
 /// A progress event as one line.

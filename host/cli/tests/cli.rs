@@ -342,6 +342,20 @@ fn call_runs_a_tool_and_exits_by_outcome() {
             "search-or-read"
         ])
     );
+
+    // Progress to a pipe or a file: at most a line a second, not one per
+    // report (`sleep` reports every 100 ms).
+    let out = airlock(home.path(), &["call", "sleep", r#"{"ms":2500}"#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = text(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("  …"))
+        .count();
+    assert!(
+        (1..=4).contains(&lines),
+        "{lines} lines: {}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
