@@ -386,17 +386,8 @@ fn processes_and_memory_are_bounded() {
     let mut confinement = writable(&s.ws);
     confinement.limits.processes = 32;
     confinement.limits.memory_bytes = Some(1 << 30);
-    let (code, text) = python(
-        &confinement,
-        "import os, time\nn = 0\ntry:\n    while n < 400:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('forked', n, 'then', e.strerror)\n",
-    );
-    assert_eq!(code, 0, "{text}");
-    let forked: usize = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the fork bomb was not stopped: {text}"));
-    assert!(forked < 32, "{text}");
+    let (code, text) = python(&confinement, FORK_BOMB);
+    stopped_below_32(Some(code), &text);
     let (code, text) = python(&confinement, "bytearray(3 << 30)");
     assert_ne!(code, 0);
     assert!(text.contains("MemoryError"), "{text}");
@@ -410,8 +401,7 @@ fn a_fork_bomb_as_a_user_is_bounded_too() {
     const NOBODY: u32 = 65534;
     let mut confinement = Confinement::new("/tmp");
     confinement.limits.processes = 32;
-    let code = "import os, time\nn = 0\ntry:\n    while n < 400:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('forked', n, 'then', e.strerror)\n";
-    let args = ["-c".to_string(), code.to_string()];
+    let args = ["-c".to_string(), FORK_BOMB.to_string()];
     let (mut command, root) = helper()
         .command(&confinement, Path::new(PYTHON), &args)
         .expect("the program may run");
@@ -427,13 +417,29 @@ fn a_fork_bomb_as_a_user_is_bounded_too() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    stopped_below_32(out.status.code(), &text);
+}
+
+/// Forks until refused (each child sleeping), then prints how many it made.
+const FORK_BOMB: &str = "import os, time\nn = 0\ntry:\n    while n < 400:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('forked', n, 'then', e.strerror)\n";
+
+/// Asserts that [`FORK_BOMB`] ran and was stopped below 32 processes.
+fn stopped_below_32(code: Option<i32>, text: &str) {
+    assert_eq!(code, Some(0), "{text}");
     let forked: usize = text
         .split_whitespace()
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("the fork bomb was not stopped: {text}"));
     assert!(forked < 32, "{text}");
+}
+
+/// Whether a process whose command line holds `pattern` runs.
+fn running(pattern: &str) -> bool {
+    Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// A host killed with SIGKILL (no chance to kill its helpers) takes its
@@ -460,12 +466,7 @@ fn a_program_goes_when_its_host_is_killed_outright() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let alive = || {
-        Command::new("pgrep")
-            .args(["-f", &format!("sleep {marker}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
+    let alive = || running(&format!("sleep {marker}"));
     let started = Instant::now();
     while !alive() {
         assert!(
@@ -506,13 +507,7 @@ fn the_whole_tree_is_killed() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let alive = |pattern: &str| {
-        Command::new("pgrep")
-            .args(["-f", pattern])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
+    let alive = running;
     assert!(
         alive(&format!("sleep {marker}.5")),
         "the detached sleep started"
