@@ -5,12 +5,18 @@ one raw JSON-RPC client, one call at a time; against the same client
 running `git status --short` itself (a subprocess) in the same run, and the
 same client's `bash` call of a builtin (`pwd`), which runs no program.
 
-Usage: scripts/native_git_mcp.py AIRLOCK_BINARY [N] [HELPER]   (default N = 200)
+Usage: scripts/native_git_mcp.py AIRLOCK_BINARY [N] [HELPER] [--gap MS]
+  N: calls of each kind (default 200).
   HELPER: a sandbox helper other than the airlock binary (`sandbox_helper`),
   e.g. target/release/examples/confine, to see what the helper's own start
   costs.
+  --gap MS: a pause before each round, as an agent's calls come (default 0).
+  As root the helper joins a pids cgroup, which on cgroup v1 waits for an
+  RCU grace period unless another join came just before: compare
+  `--gap 100` as root and as another user (`setpriv --reuid 65534 ...`).
 """
 
+import argparse
 import json
 import os
 import statistics
@@ -21,8 +27,13 @@ import time
 
 
 def main():
-    airlock = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    parser = argparse.ArgumentParser()
+    parser.add_argument("airlock")
+    parser.add_argument("n", nargs="?", type=int, default=200)
+    parser.add_argument("helper", nargs="?")
+    parser.add_argument("--gap", type=float, default=0.0)
+    args = parser.parse_args()
+    airlock, n = args.airlock, args.n
     repo = tempfile.mkdtemp(prefix="git-bench-")
     git = ["git", "-c", "user.name=b", "-c", "user.email=b@b"]
     subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
@@ -36,8 +47,12 @@ def main():
     env = {"HOME": home, "PATH": os.environ["PATH"]}
     config = os.path.join(home, "airlock.toml")
     with open(config, "w") as f:
-        if len(sys.argv) > 3:
-            f.write(f"sandbox_helper = {json.dumps(os.path.abspath(sys.argv[3]))}\n")
+        if args.helper:
+            f.write(f"sandbox_helper = {json.dumps(os.path.abspath(args.helper))}\n")
+    # Every tool compiled into this HOME's cache first: a fresh cache
+    # compiles them in the background, on the cores the calls need.
+    subprocess.run([airlock, "--config", config, "--workspace", repo, "list"],
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = subprocess.Popen(
         [airlock, "--config", config, "--workspace", repo, "--allow-program", "git", "mcp"],
         stdin=subprocess.PIPE,
@@ -78,6 +93,7 @@ def main():
     id = 1
     times = {"pipeline": [], "builtin": [], "direct": []}
     for round in range(n + 20):
+        time.sleep(args.gap / 1000)
         elapsed, text = call(id, "git status --short")
         assert text.strip() == "M a.txt", text
         id += 1

@@ -1,9 +1,9 @@
 //! The helper on Linux. Three processes, each single-threaded:
 //!
-//! - the helper itself joins a pids cgroup when it can make one, makes new
-//!   user, mount, pid and network namespaces, maps its own uid and gid
-//!   (so file owners, and git's ownership check, look as outside), forks,
-//!   waits and exits with the program's status;
+//! - the helper itself, as root, joins a pids cgroup when it can make one
+//!   (`pids`), makes new user, mount, pid and network namespaces, maps its
+//!   own uid and gid (so file owners, and git's ownership check, look as
+//!   outside), forks, waits and exits with the program's status;
 //! - its child is pid 1 of the new pid namespace: it builds the program's
 //!   root (the system's runtime, the grants and a private `/tmp`, bound at
 //!   their own paths onto a tmpfs) and pivots into it, then forks the

@@ -158,7 +158,8 @@ pub struct Limits {
     /// Open files per process (`RLIMIT_NOFILE`).
     pub open_files: u64,
     /// Processes at once, the program included: the pid namespace's
-    /// `pids.max` where a pids cgroup can be made, else `RLIMIT_NPROC`.
+    /// `RLIMIT_NPROC` inside the call's user namespace, and for root (whom
+    /// it exempts) a pids cgroup's `pids.max` where one can be made.
     pub processes: u64,
     /// Size of the private `/tmp` (which is also `HOME`), in bytes.
     pub tmp_bytes: u64,
