@@ -34,11 +34,17 @@ build-guests:
     done
     echo "installed $(ls {{guest_target}}/wasm32-wasip2/guest/airlock_tool_*.wasm | wc -l) Rust tools in {{tools_dir}}"
     # The Python and JavaScript tools, built as a tool author builds one
-    # (componentize-py and jco; `airlock build` names what is missing).
+    # (componentize-py and jco; `airlock build` names what is missing), by
+    # the `airlock` binary in AIRLOCK when set (CI's, which `cargo test`
+    # built: `cargo run -p airlock-cli` resolves that one package's
+    # features and builds wasmtime again), else by `cargo run`.
+    airlock() {
+        if [ -n "${AIRLOCK:-}" ]; then "$AIRLOCK" "$@"; else cargo run -q -p airlock-cli -- "$@"; fi
+    }
     for project in guest-tools/*/; do
         [ -f "$project/Cargo.toml" ] && continue
-        cargo run -q -p airlock-cli -- build "$project"
-        cargo run -q -p airlock-cli -- install "$project/$(basename "$project").wasm"
+        airlock build "$project"
+        airlock install "$project/$(basename "$project").wasm"
     done
 
 # Run the test suites (the README's test command).
