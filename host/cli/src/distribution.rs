@@ -40,6 +40,17 @@ fn report(result: Result<String, String>) -> ExitCode {
 }
 
 /// The lock file's path, or why there is none.
+/// The lock at `path`, its files resolved against this machine's tool
+/// directory (the lock names them relative to it, so it travels).
+fn read_lock(path: &Path) -> Result<Lockfile, String> {
+    Lockfile::read(path, airlock_host::config::default_tool_dir().as_deref())
+}
+
+/// Writes `lock` at `path`, its files relative to the tool directory.
+fn write_lock(lock: &Lockfile, path: &Path) -> std::io::Result<()> {
+    lock.write(path, airlock_host::config::default_tool_dir().as_deref())
+}
+
 fn lock_path(config: &Config) -> Result<PathBuf, String> {
     config.lock_path().ok_or_else(|| {
         "there is no config directory (set HOME or XDG_CONFIG_HOME) for airlock.lock".into()
@@ -343,7 +354,7 @@ pub(crate) async fn install(args: InstallArgs<'_>, config: Config) -> ExitCode {
 async fn install_from(args: InstallArgs<'_>, config: Config) -> Result<String, String> {
     let lock_path = lock_path(&config)?;
     let _guard = Guard::take(&lock_path)?;
-    let lock = Lockfile::read(&lock_path)?;
+    let lock = read_lock(&lock_path)?;
     if args.locked {
         return install_locked(args.reference, &lock, &config, &args.options).await;
     }
@@ -523,7 +534,7 @@ async fn install_new(
         lock.remove(&old.name);
     }
     lock.insert(entry);
-    if let Err(e) = lock.write(lock_path) {
+    if let Err(e) = write_lock(&lock, lock_path) {
         let _ = std::fs::remove_file(&target);
         return Err(format!("cannot write {}: {e}", lock_path.display()));
     }
@@ -734,10 +745,9 @@ pub(crate) async fn install_file(file: &Path, config: Config) -> ExitCode {
 pub(crate) fn unpin(config: &Config, name: &str) -> Result<(), String> {
     let path = lock_path(config)?;
     let _guard = Guard::take(&path)?;
-    let mut lock = Lockfile::read(&path)?;
+    let mut lock = read_lock(&path)?;
     if lock.remove(name).is_some() {
-        lock.write(&path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_lock(&lock, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }
@@ -748,7 +758,7 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let lock = match Lockfile::read(&path) {
+    let lock = match read_lock(&path) {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
@@ -792,7 +802,7 @@ fn remove_tool(config: &Config, name: &str) -> Result<String, String> {
         .ok_or("there is no data directory (set HOME or XDG_DATA_HOME)")?;
     let path = lock_path(config)?;
     let _guard = Guard::take(&path)?;
-    let mut lock = Lockfile::read(&path)?;
+    let mut lock = read_lock(&path)?;
     let entry = lock.remove(name);
     let file = entry
         .as_ref()
@@ -803,8 +813,7 @@ fn remove_tool(config: &Config, name: &str) -> Result<String, String> {
         Err(e) => return Err(format!("cannot remove {}: {e}", file.display())),
     };
     if entry.is_some() {
-        lock.write(&path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_lock(&lock, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if !removed && entry.is_none() {
         return Err(format!(

@@ -1459,6 +1459,14 @@ fn write_config(home: &Path, text: &str) {
     std::fs::write(dir.join("airlock.toml"), text).unwrap();
 }
 
+/// `airlock.lock` under `home`, read as `airlock` there reads it.
+fn read_lock(home: &Path) -> Result<airlock_host::lock::Lockfile, String> {
+    airlock_host::lock::Lockfile::read(
+        &home.join(".config/airlock/airlock.lock"),
+        Some(&home.join(".local/share/airlock/tools")),
+    )
+}
+
 /// A tool published to a real registry on loopback and installed by its
 /// tag: refused until a `[[trust]]` rule covers the registry and the
 /// operator approves what it asks for; then pulled by digest, pinned in
@@ -1534,8 +1542,14 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         text(&out.stdout)
     );
     let lock_path = home.path().join(".config/airlock/airlock.lock");
-    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    let lock = read_lock(home.path()).unwrap();
     let entry = lock.get("patient").expect("pinned").clone();
+    let lock_text = std::fs::read_to_string(&lock_path).unwrap();
+    assert!(
+        lock_text.contains("file = \"patient.wasm\"")
+            && !lock_text.contains(&*home.path().to_string_lossy()),
+        "the lock names its files relative to the tool directory:\n{lock_text}"
+    );
     let bytes = std::fs::read(&source).unwrap();
     assert_eq!(entry.source, reference);
     assert!(
@@ -1583,6 +1597,40 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     let out = run(&["install", "--locked"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(std::fs::read(&installed).unwrap(), bytes);
+
+    // The lock travels: under another HOME, --locked installs into that
+    // HOME's tool directory, and that copy is the one checked and loaded.
+    let second = tempfile::tempdir().unwrap();
+    let second_config = second.path().join(".config/airlock");
+    std::fs::create_dir_all(&second_config).unwrap();
+    for file in ["airlock.toml", "airlock.lock"] {
+        std::fs::copy(
+            home.path().join(".config/airlock").join(file),
+            second_config.join(file),
+        )
+        .unwrap();
+    }
+    let out = airlock(
+        second.path(),
+        &["install", "--locked", "--insecure-registry"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let copy = second
+        .path()
+        .join(".local/share/airlock/tools/patient.wasm");
+    assert!(
+        text(&out.stdout).contains(&format!("installed {}", copy.display())),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(std::fs::read(&copy).unwrap(), bytes);
+    std::fs::write(&copy, b"\0asm\x0d\0\x01\0").unwrap();
+    let out = airlock(second.path(), &["list"]);
+    assert!(
+        (text(&out.stdout) + &text(&out.stderr)).contains("but airlock.lock pins"),
+        "the second HOME's copy is checked against the lock: {}",
+        text(&out.stdout)
+    );
     let other = format!("oci://{}/airlock/other:1", registry.addr);
     let out = run(&["install", "--locked", &other]);
     assert!(
@@ -1640,7 +1688,7 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     );
     let out = run(&["install", &reference, "--yes"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    let lock = read_lock(home.path()).unwrap();
     assert_eq!(lock.get("fsprobe").unwrap().asks, ["workspace read-write"]);
     // It takes the place of the tool the tag named before: one source
     // pins one tool.
@@ -1669,7 +1717,7 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         text(&out.stdout),
         text(&out.stderr)
     );
-    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    let lock = read_lock(home.path()).unwrap();
     assert!(lock.get("fsprobe").is_some() && lock.get("patient").is_none());
 
     // A second install while one holds the lock is refused, not interleaved.
@@ -1700,7 +1748,7 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
 
     let out = airlock(home.path(), &["remove", "fsprobe"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let lock = airlock_host::lock::Lockfile::read(&lock_path).unwrap();
+    let lock = read_lock(home.path()).unwrap();
     assert!(lock.get("fsprobe").is_none());
 }
 
@@ -1803,9 +1851,7 @@ fn signatures_decide_what_installs() {
     );
     let out = install(&signed);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let lock =
-        airlock_host::lock::Lockfile::read(&home.path().join(".config/airlock/airlock.lock"))
-            .unwrap();
+    let lock = read_lock(home.path()).unwrap();
     let signer = lock.get("patient").unwrap().signed_by.clone().unwrap();
     assert!(signer.contains("publisher.pub"), "{signer}");
     let out = airlock(home.path(), &["tools"]);
@@ -1872,9 +1918,7 @@ fn signatures_decide_what_installs() {
     );
     let out = install(&cosigned);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let lock =
-        airlock_host::lock::Lockfile::read(&home.path().join(".config/airlock/airlock.lock"))
-            .unwrap();
+    let lock = read_lock(home.path()).unwrap();
     let signer = lock.get("fsprobe").unwrap().signed_by.clone().unwrap();
     assert!(signer.contains("cosign-qwerty.pub"), "{signer}");
 
@@ -1964,9 +2008,8 @@ fn a_pinned_tool_taken_over(path: &str, signer: Option<&str>, change: &str) {
         all.push("--insecure-registry");
         airlock(home.path(), &all)
     };
-    let lock_path = home.path().join(".config/airlock/airlock.lock");
     let pinned = || {
-        airlock_host::lock::Lockfile::read(&lock_path)
+        read_lock(home.path())
             .unwrap()
             .get("patient")
             .expect("patient is pinned")

@@ -6,6 +6,12 @@
 //! load of that file checks its bytes against the lock, so a component
 //! changed on disk after it was installed is refused, naming both digests.
 //!
+//! The lock travels: a file in the tool directory `airlock install` uses
+//! is written relative to it (`file = "wc.wasm"`) and read against the
+//! tool directory of the machine that reads it, so another HOME, or
+//! another machine, installs and checks its own copy. (Locks written
+//! before held absolute paths; those are read as they are.)
+//!
 //! ```
 //! use airlock_core::lock::{LockedTool, Lockfile};
 //! let mut lock = Lockfile::default();
@@ -23,6 +29,14 @@
 //! });
 //! let text = lock.to_toml();
 //! assert_eq!(Lockfile::parse(&text).unwrap(), lock);
+//!
+//! // On disk, relative to the tool directory; read back against another.
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("airlock.lock");
+//! lock.write(&path, Some("/home/me/.local/share/airlock/tools".as_ref())).unwrap();
+//! assert!(std::fs::read_to_string(&path).unwrap().contains("file = \"wc.wasm\""));
+//! let elsewhere = Lockfile::read(&path, Some("/srv/airlock/tools".as_ref())).unwrap();
+//! assert_eq!(elsewhere.tools[0].file, std::path::Path::new("/srv/airlock/tools/wc.wasm"));
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -58,7 +72,9 @@ pub struct LockedTool {
     /// operator's grants then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub descriptor_blake3: Option<String>,
-    /// The file it was installed as.
+    /// The file it was installed as. In memory an absolute path; in the
+    /// file, relative to the tool directory when it lies there
+    /// ([`Lockfile::read`], [`Lockfile::write`]).
     pub file: PathBuf,
     /// The trusted key whose signature verified at install: its
     /// fingerprint and the file it was read from. None when the source's
@@ -85,17 +101,50 @@ impl Lockfile {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
-    /// Reads the lock file at `path`; a missing file is an empty lock.
-    pub fn read(path: &Path) -> Result<Lockfile, String> {
-        match crate::host_files::read_text_capped(
+    /// Reads the lock file at `path`, its relative files resolved against
+    /// `tools` (the tool directory `airlock install` uses here,
+    /// [`crate::config::default_tool_dir`]); a missing file is an empty
+    /// lock.
+    pub fn read(path: &Path, tools: Option<&Path>) -> Result<Lockfile, String> {
+        let mut lock = match crate::host_files::read_text_capped(
             path,
             LOCK_BYTES,
             crate::host_files::Links::Follow,
         ) {
-            Ok(text) => Lockfile::parse(&text).map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lockfile::default()),
-            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+            Ok(text) => Lockfile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lockfile::default()),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        for tool in &mut lock.tools {
+            if tool.file.is_absolute() {
+                continue;
+            }
+            let relative = tool
+                .file
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            tool.file = match tools {
+                Some(tools) if relative => tools.join(&tool.file),
+                Some(_) => {
+                    return Err(format!(
+                        "{}: the file of {} ({}) must be a name in the tool directory or an \
+                         absolute path",
+                        path.display(),
+                        tool.name,
+                        tool.file.display()
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "{}: {} is relative to the tool directory, and there is none here \
+                         (set HOME or XDG_DATA_HOME)",
+                        path.display(),
+                        tool.file.display()
+                    ));
+                }
+            };
         }
+        Ok(lock)
     }
 
     /// The file's text.
@@ -104,12 +153,19 @@ impl Lockfile {
         format!("{HEADER}{body}")
     }
 
-    /// Writes the lock file at `path`, whole or not at all.
-    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+    /// Writes the lock file at `path`, whole or not at all, each file
+    /// that lies in `tools` written relative to it.
+    pub fn write(&self, path: &Path, tools: Option<&Path>) -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        crate::host_files::write_private(path, self.to_toml().as_bytes())
+        let mut on_disk = self.clone();
+        for tool in &mut on_disk.tools {
+            if let Some(name) = tools.and_then(|t| tool.file.strip_prefix(t).ok()) {
+                tool.file = name.to_path_buf();
+            }
+        }
+        crate::host_files::write_private(path, on_disk.to_toml().as_bytes())
     }
 
     /// The entry for the tool `name`.
@@ -144,8 +200,60 @@ mod tests {
     fn a_missing_lock_is_empty_and_a_bad_one_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("airlock.lock");
-        assert_eq!(Lockfile::read(&path).unwrap(), Lockfile::default());
+        assert_eq!(Lockfile::read(&path, None).unwrap(), Lockfile::default());
         std::fs::write(&path, "[[tool]]\nname = 1\n").unwrap();
-        assert!(Lockfile::read(&path).unwrap_err().contains("airlock.lock"));
+        assert!(
+            Lockfile::read(&path, None)
+                .unwrap_err()
+                .contains("airlock.lock")
+        );
+    }
+
+    #[test]
+    fn files_are_relative_to_the_tool_directory_on_disk_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("airlock.lock");
+        let entry = |file: &str| LockedTool {
+            name: "wc".into(),
+            source: "oci://r/wc:1".into(),
+            pinned: "oci://r/wc@sha256:00".into(),
+            manifest_digest: "sha256:00".into(),
+            layer_digest: "sha256:11".into(),
+            blake3: "22".into(),
+            descriptor_blake3: None,
+            file: file.into(),
+            signed_by: None,
+            asks: Vec::new(),
+        };
+        let mut lock = Lockfile::default();
+        lock.insert(entry("/a/tools/wc.wasm"));
+        lock.write(&path, Some(Path::new("/a/tools"))).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("file = \"wc.wasm\"") && !text.contains("/a/"),
+            "{text}"
+        );
+        let read = Lockfile::read(&path, Some(Path::new("/b/tools"))).unwrap();
+        assert_eq!(read.tools, vec![entry("/b/tools/wc.wasm")]);
+        assert!(
+            Lockfile::read(&path, None)
+                .unwrap_err()
+                .contains("XDG_DATA_HOME")
+        );
+
+        // Outside the tool directory, and in locks written before: as is.
+        lock.insert(entry("/elsewhere/wc.wasm"));
+        lock.write(&path, Some(Path::new("/a/tools"))).unwrap();
+        let read = Lockfile::read(&path, Some(Path::new("/b/tools"))).unwrap();
+        assert_eq!(read.tools, vec![entry("/elsewhere/wc.wasm")]);
+
+        // A relative file may only name a file in the directory.
+        lock.insert(entry("../../etc/wc.wasm"));
+        std::fs::write(&path, lock.to_toml()).unwrap();
+        let refused = Lockfile::read(&path, Some(Path::new("/b/tools"))).unwrap_err();
+        assert!(
+            refused.contains("must be a name in the tool directory"),
+            "{refused}"
+        );
     }
 }

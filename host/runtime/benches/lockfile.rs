@@ -66,7 +66,7 @@ fn lockfile(c: &mut Criterion) {
         });
         files.push(file);
     }
-    lock.write(&locked_home.join("airlock.lock"))
+    lock.write(&locked_home.join("airlock.lock"), None)
         .expect("the lock is written");
     let count = files.len();
     let load = |home: &Path| {

@@ -144,7 +144,9 @@ impl Registry {
             }
         }
         let mut load_failures = Vec::new();
-        let lock = config.lock_path().map(|path| Lockfile::read(&path));
+        let lock = config
+            .lock_path()
+            .map(|path| Lockfile::read(&path, airlock_core::config::default_tool_dir().as_deref()));
         for dir in config.effective_tool_dirs() {
             match component_sources(&dir, DirBounds::of(engine.limits())) {
                 Ok(read) => {
