@@ -298,33 +298,45 @@ pub fn main() -> ExitCode {
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// Records the digest of the component now named `tool` as approved, after
-/// showing what it is and asks for.
+/// showing what it is and asks for. Approval is about code, not grants: a
+/// component that does not load under this command line's grants (an
+/// update that asks for more than it gives) is approved by its file's
+/// digest all the same, with the reason it is unavailable here.
 fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
-    let Some(entry) = airlock.registry().get(tool) else {
-        return no_such_tool(airlock, tool);
-    };
-    let name = &entry.descriptor().name;
-    let Some(digest) = entry.tool.digest() else {
-        eprintln!(
-            "airlock: {name} ({}) is not a component: there is no code to approve",
-            entry.tool.origin()
-        );
-        return ExitCode::from(EXIT_NO_TOOL);
-    };
     let Some(file) = airlock.config().effective_approvals_file() else {
         eprintln!(
             "airlock: there is no configuration directory (set HOME or XDG_CONFIG_HOME) to record approvals in"
         );
         return ExitCode::from(EXIT_CONFIG);
     };
-    if let Err(e) = render::to_stdout(|out| render::describe(entry, false, out)) {
-        return printed(Err(e));
-    }
-    match airlock_host::approvals::Approvals::record(&file, name, digest) {
+    let (name, origin, digest) = match airlock.registry().get(tool) {
+        Some(entry) => {
+            let Some(digest) = entry.tool.digest() else {
+                eprintln!(
+                    "airlock: {} ({}) is not a component: there is no code to approve",
+                    entry.descriptor().name,
+                    entry.tool.origin()
+                );
+                return ExitCode::from(EXIT_NO_TOOL);
+            };
+            if let Err(e) = render::to_stdout(|out| render::describe(entry, false, out)) {
+                return printed(Err(e));
+            }
+            (
+                entry.descriptor().name.clone(),
+                entry.tool.origin().to_string(),
+                digest.to_string(),
+            )
+        }
+        None => match unavailable_component(airlock, tool) {
+            Ok(found) => found,
+            Err(code) => return code,
+        },
+    };
+    match airlock_host::approvals::Approvals::record(&file, &name, &digest) {
         Ok(()) => {
             say!(
-                "approved {name} from {}: BLAKE3 {digest}, recorded in {}",
-                entry.tool.origin(),
+                "approved {name} from {origin}: BLAKE3 {digest}, recorded in {}",
                 file.display()
             );
             ExitCode::SUCCESS
@@ -337,6 +349,41 @@ fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
             ExitCode::from(EXIT_CONFIG)
         }
     }
+}
+
+/// The name, origin and digest of the component file that says it is
+/// `tool` but does not load here, after saying why; or the exit code when
+/// there is none.
+fn unavailable_component(
+    airlock: &Airlock,
+    tool: &str,
+) -> Result<(String, String, String), ExitCode> {
+    let failure = airlock
+        .registry()
+        .failures()
+        .iter()
+        .find(|f| f.tool.as_deref() == Some(tool));
+    let Some((failure, path)) = failure.and_then(|f| match &f.origin {
+        airlock_host::ToolOrigin::File(path) => Some((f, path)),
+        _ => None,
+    }) else {
+        return Err(no_such_tool(airlock, tool));
+    };
+    let bytes = std::fs::read(path).map_err(|e| {
+        eprintln!("airlock: cannot read {}: {e}", path.display());
+        ExitCode::from(EXIT_NO_TOOL)
+    })?;
+    say!(
+        "{tool} ({}) does not load under this command line's grants: {}\n\
+         its code is approved all the same; a host that grants what it asks for serves it",
+        failure.origin,
+        failure.error
+    );
+    Ok((
+        tool.to_string(),
+        failure.origin.to_string(),
+        blake3::hash(&bytes).to_hex().to_string(),
+    ))
 }
 
 fn init_logging(verbose: u8) {

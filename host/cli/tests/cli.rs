@@ -1219,7 +1219,8 @@ fn logs_written_to_a_file_carry_no_colour_codes() {
 }
 
 /// `airlock approve` shows the tool and records its component's digest in
-/// the approvals file of the user's configuration directory; a tool that is
+/// the approvals file of the user's configuration directory, also for a
+/// component this command line's grants do not let load; a tool that is
 /// not there is exit 4.
 #[test]
 fn approve_records_the_digest_of_the_code_in_place() {
@@ -1231,15 +1232,40 @@ fn approve_records_the_digest_of_the_code_in_place() {
         stdout.contains("sleep") && stdout.contains("approved sleep"),
         "{stdout}"
     );
-    let file = home.path().join(".config/airlock/approved.json");
+    let approvals_file = home.path().join(".config/airlock/approved.json");
     let approvals: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(&approvals_file).unwrap()).unwrap();
     let digest = approvals["tools"]["sleep"][0].as_str().unwrap();
     assert_eq!(digest.len(), 64, "{approvals}");
     assert!(stdout.contains(digest), "{stdout}");
 
     let out = airlock(home.path(), &["approve", "no-such-tool"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+
+    // Approval is about code: a component that asks for more than this
+    // command line grants (here a network grant) is approved by its file's
+    // digest, without the grants restated, and told why it does not load.
+    let tools = home.path().join(".local/share/airlock/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let file = tools.join("exfil.wasm");
+    std::fs::copy(airlock_tests::guests::EXFIL, &file).unwrap();
+    let out = airlock(home.path(), &["approve", "exfil"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("needs a network grant") && stdout.contains("approved exfil"),
+        "{stdout}"
+    );
+    let approvals: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&approvals_file).unwrap()).unwrap();
+    let digest = blake3::hash(&std::fs::read(&file).unwrap())
+        .to_hex()
+        .to_string();
+    assert_eq!(
+        approvals["tools"]["exfil"][0],
+        digest.as_str(),
+        "{approvals}"
+    );
 }
 
 /// `airlock` as a tool author outside any checkout runs it, with the real
