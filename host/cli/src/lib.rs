@@ -31,7 +31,7 @@ use airlock_host::Config;
 use airlock_host::PermissionMode;
 use airlock_host::ToolContext;
 use airlock_host::WorkspaceAccess;
-use airlock_host::config::{MountConfig, ToolConfig, default_contexts_dir};
+use airlock_host::config::{MountConfig, ToolConfig, default_contexts_dir, nearest_name};
 use airlock_host::context_store::{Contexts, Files, Loaded};
 use airlock_host::tool::{CancellationToken, ProgressSink};
 use airlock_host::{AllowPrompter, DenyPrompter, PermissionPrompter};
@@ -480,6 +480,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    warn_of_unknown_tools(&airlock);
     let prompter: Arc<dyn PermissionPrompter> = if cli.yes {
         Arc::new(AllowPrompter)
     } else if serves_mcp {
@@ -616,6 +617,38 @@ async fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
+/// Warns of each `[tools.NAME]` that names no tool (`[tools.fecth]`): its
+/// grants would apply to nothing, silently. Not while components are still
+/// to be listed (a server's first moments), when a name may yet appear.
+fn warn_of_unknown_tools(airlock: &Airlock) {
+    let registry = airlock.registry();
+    if !registry.unlisted().is_empty() {
+        return;
+    }
+    let known: Vec<String> = registry
+        .entries()
+        .iter()
+        .map(|e| e.descriptor().name.clone())
+        .chain(registry.failures().iter().filter_map(|f| f.tool.clone()))
+        .collect();
+    let file = airlock.config().source.as_ref().map_or_else(
+        || "the configuration".to_string(),
+        |p| p.display().to_string(),
+    );
+    for name in airlock.config().tools.keys() {
+        if name == "*" || known.contains(name) {
+            continue;
+        }
+        let near = nearest_name(name, known.iter().map(String::as_str))
+            .map(|k| format!(" (did you mean [tools.{k}]?)"))
+            .unwrap_or_default();
+        eprintln!(
+            "airlock: warning: [tools.{name}] in {file} names no tool{near}; its settings apply \
+             to nothing"
+        );
+    }
+}
+
 /// `--http`: a port alone means loopback.
 #[cfg(feature = "mcp")]
 fn http_addr(value: &str) -> Result<std::net::SocketAddr, String> {
@@ -636,6 +669,15 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
     .map_err(|e| e.to_string())?;
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let here = cwd.join("airlock.toml");
+    if here.is_file() && config.source.as_deref() != Some(here.as_path()) {
+        eprintln!(
+            "airlock: warning: {} is not read (a project's own configuration never grants \
+             itself anything); to use it, pass --config {}",
+            here.display(),
+            here.display()
+        );
+    }
     let absolute = |p: &PathBuf| {
         if p.is_absolute() {
             p.clone()

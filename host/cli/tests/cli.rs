@@ -370,6 +370,42 @@ fn a_bad_configuration_exits_with_3() {
         "{}",
         text(&out.stderr)
     );
+    // A typo: placed, and the key meant named.
+    std::fs::write(&config, "[limits]\nmemory_mb = 3\n").unwrap();
+    let out = airlock(home.path(), &["--config", config.to_str().unwrap(), "list"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains(
+            "airlock.toml: line 2, column 1: unknown field `memory_mb`; did you mean `memory_mib`?"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    // A tool section naming no tool: its grants would apply to nothing.
+    std::fs::write(&config, "[tools.fecth]\nnetwork = [\"example.com\"]\n").unwrap();
+    let out = airlock(home.path(), &["--config", config.to_str().unwrap(), "list"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning: [tools.fecth] in ")
+            && text(&out.stderr).contains("names no tool (did you mean [tools.fetch]?)"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A project's own airlock.toml is not read, and that is said.
+    let out = airlock_command(home.path(), &["list"])
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "warning: {} is not read (a project's own configuration never grants itself \
+             anything); to use it, pass --config",
+            config.display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
     // A time limit no call could meet: refused, not every call failing.
     std::fs::write(&config, "[limits]\ntimeout_ms = 0\n").unwrap();
     let out = airlock(home.path(), &["--config", config.to_str().unwrap(), "list"]);

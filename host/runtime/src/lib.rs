@@ -54,7 +54,7 @@ pub mod config {
         AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig,
         MountConfig, ScopeTools, SecretConfig, ServerWorkspace, ToolConfig, ToolSearchMode,
         TrustRule, approvals_file, default_cache_dir, default_contexts_dir, default_sdk_dir,
-        default_tool_dir, hooks, settings,
+        default_tool_dir, hooks, nearest_name, settings,
     };
 }
 

@@ -12,14 +12,15 @@ impl Config {
     pub fn from_toml(text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
         let error = |e: toml::de::Error| ConfigError {
             path: base.map_or("<config>".into(), |b| b.display().to_string()),
-            message: e.to_string(),
+            message: located(text, &e),
         };
         let table: toml::Table = toml::from_str(text).map_err(error)?;
         let own_mode = table
             .get("permissions")
             .and_then(|p| p.as_table())
             .is_some_and(|p| p.contains_key("default_mode") || p.contains_key("defaultMode"));
-        let mut config: Config = table.try_into().map_err(error)?;
+        // From the text, not the table: its errors keep their place.
+        let mut config: Config = toml::from_str(text).map_err(error)?;
         let zero = [
             ("contexts.ttl_secs", config.contexts.ttl_secs),
             ("limits.timeout_ms", config.limits.timeout_ms),
@@ -147,4 +148,53 @@ fn resolve_path(path: &Path, base: &Path) -> PathBuf {
         return PathBuf::from(home).join(rest);
     }
     base.join(path)
+}
+
+/// `error` as a line of its own: where it is in `text` (line and column),
+/// what is wrong, and for a key that is not one, the nearest that is.
+fn located(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim_end();
+    let place = error.span().map(|span| {
+        let before = &text[..span.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        format!("line {line}, column {column}: ")
+    });
+    // With a near name, the list of every name is noise.
+    let said = match suggestion(message) {
+        Some(key) => format!(
+            "{}; did you mean `{key}`?",
+            message.split(", expected").next().unwrap_or(message)
+        ),
+        None => message.to_string(),
+    };
+    format!("{}{said}", place.unwrap_or_default())
+}
+
+/// For serde's "unknown field `x`, expected one of `a`, `b`" (or "unknown
+/// variant"), the expected name nearest to `x`, when one is near enough to
+/// be a typo.
+fn suggestion(message: &str) -> Option<&str> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown variant `"))?;
+    let (given, expected) = rest.split_once('`')?;
+    nearest_name(given, expected.split('`').skip(1).step_by(2))
+}
+
+/// The name in `known` nearest to `given`, when one is near enough for
+/// `given` to be a typo of it (an edit or a swap per three letters).
+///
+/// ```
+/// use airlock_core::config::nearest_name;
+/// assert_eq!(nearest_name("fecth", ["fetch", "read"]), Some("fetch"));
+/// assert_eq!(nearest_name("zzz", ["fetch", "read"]), None);
+/// ```
+pub fn nearest_name<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    known
+        .into_iter()
+        .map(|name| (strsim::damerau_levenshtein(given, name), name))
+        .filter(|(distance, name)| *distance <= (name.len() / 3).max(1))
+        .min()
+        .map(|(_, name)| name)
 }

@@ -22,6 +22,7 @@ mod contexts;
 mod expand;
 pub mod hooks;
 mod load;
+pub use load::nearest_name;
 mod mcp_server;
 mod paths;
 pub mod settings;
@@ -733,6 +734,28 @@ mod tests {
     use super::hooks::HookSpec;
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn a_bad_key_is_placed_by_line_and_column_with_the_nearest_good_one() {
+        let message = |text: &str| Config::from_toml(text, None).unwrap_err().message;
+        let typo = message("bundled_tools = true\n\n[limits]\nmemory_mb = 3\n");
+        assert!(
+            typo == "line 4, column 1: unknown field `memory_mb`; did you mean `memory_mib`?",
+            "{typo}"
+        );
+        let mode = message("[permissions]\ndefault_mode = \"acceptEdit\"\n");
+        assert!(
+            mode == "line 2, column 16: unknown variant `acceptEdit`; did you mean `acceptEdits`?",
+            "{mode}"
+        );
+        // Nothing near enough: no guess.
+        let far = message("[limits]\nzzz = 3\n");
+        assert!(
+            far.contains("unknown field `zzz`, expected one of `timeout_ms`")
+                && !far.contains("did you mean"),
+            "{far}"
+        );
+    }
 
     #[test]
     fn the_sdks_airlock_build_compiles_are_airlocks_own_state() {
