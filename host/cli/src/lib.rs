@@ -18,6 +18,7 @@ macro_rules! say {
     };
 }
 
+mod args;
 mod author;
 mod demo;
 mod distribution;
@@ -28,7 +29,6 @@ mod signals;
 
 use airlock_host::Airlock;
 use airlock_host::Config;
-use airlock_host::PermissionMode;
 use airlock_host::ToolContext;
 use airlock_host::WorkspaceAccess;
 use airlock_host::config::{MountConfig, ToolConfig, default_contexts_dir, nearest_name};
@@ -36,7 +36,8 @@ use airlock_host::context_store::{Contexts, Files, Loaded};
 use airlock_host::tool::{CancellationToken, ProgressSink};
 use airlock_host::{AllowPrompter, DenyPrompter, PermissionPrompter};
 use airlock_host::{CallControl, ToolUse};
-use clap::{Parser, Subcommand};
+use args::{Cli, Command};
+use clap::Parser;
 use signals::{handle_interrupt_here, interrupted_or, note_interrupt, stop_signal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -49,220 +50,6 @@ pub const EXIT_CALL_FAILED: u8 = 1;
 pub const EXIT_CONFIG: u8 = 3;
 /// Exit code: no such tool, or it is unavailable.
 pub const EXIT_NO_TOOL: u8 = 4;
-
-/// A WebAssembly-sandboxed tool host for AI agents.
-#[derive(Debug, Parser)]
-#[command(name = "airlock", version, about, long_about = None)]
-pub struct Cli {
-    /// The configuration file (default: $AIRLOCK_CONFIG, else ~/.config/airlock/airlock.toml).
-    #[arg(long, global = true, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Merge the permission rules, mode and hooks of a Claude Code settings file (repeatable; later files win).
-    #[arg(long = "settings", global = true, value_name = "FILE")]
-    settings: Vec<PathBuf>,
-    /// Also load the *.wasm tools in DIR (repeatable).
-    #[arg(long = "tools", global = true, value_name = "DIR")]
-    tool_dirs: Vec<PathBuf>,
-    /// Do not offer the tools built into this binary.
-    #[arg(long, global = true)]
-    no_bundled: bool,
-    /// Grant DIR as the workspace (read-write, unless --read-only).
-    #[arg(long, global = true, value_name = "DIR")]
-    workspace: Option<PathBuf>,
-    /// Grant the workspace read-only.
-    #[arg(long, global = true)]
-    read_only: bool,
-    /// Let tools that ask for it reach HOST over HTTP (`name`, `*.name`, `name:port`; repeatable).
-    #[arg(long = "allow-host", global = true, value_name = "HOST")]
-    allow_hosts: Vec<String>,
-    /// Let tools that ask for it read the environment variable NAME (repeatable).
-    #[arg(long = "allow-env", global = true, value_name = "NAME")]
-    allow_env: Vec<String>,
-    /// Let `bash` run the native program NAME (on PATH, or a path), confined
-    /// by each call's grants (repeatable; Linux).
-    #[arg(long = "allow-program", global = true, value_name = "NAME")]
-    allow_programs: Vec<String>,
-    /// Grant DIR read-only to tools that ask for file access (repeatable).
-    #[arg(long = "mount", global = true, value_name = "DIR")]
-    mounts: Vec<PathBuf>,
-    /// Grant DIR read-write to tools that ask for it (repeatable).
-    #[arg(long = "mount-rw", global = true, value_name = "DIR")]
-    mounts_rw: Vec<PathBuf>,
-    /// The time limit of a call, in milliseconds (at least 1).
-    #[arg(long, global = true, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
-    timeout_ms: Option<u64>,
-    /// The permission mode: default, acceptEdits, plan, bypassPermissions or dontAsk.
-    #[arg(long, global = true, value_name = "MODE")]
-    mode: Option<PermissionMode>,
-    /// Answer yes to every permission prompt, and approve what `airlock install` shows a tool asks for.
-    #[arg(long, global = true)]
-    yes: bool,
-    /// Log more of Airlock's own work (-v info, -vv debug; AIRLOCK_LOG for any library's); logs go to stderr.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    verbose: u8,
-    #[command(subcommand)]
-    command: Command,
-}
-
-/// How to reach an OCI registry.
-#[derive(Debug, clap::Args)]
-struct RegistryArgs {
-    /// Reach the registry over plain HTTP: only for one on a loopback address (a local test registry).
-    #[arg(long)]
-    insecure_registry: bool,
-    /// The most one registry operation may take, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    registry_timeout: u64,
-}
-
-impl RegistryArgs {
-    fn options(&self) -> airlock_oci::Options {
-        airlock_oci::Options {
-            insecure: self.insecure_registry,
-            timeout: Duration::from_secs(self.registry_timeout.max(1)),
-        }
-    }
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Lists the tools, their flags and what they ask for.
-    List {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Print the tool definitions an API takes (a JSON array), and on stderr what each
-        /// API would refuse or why a schema cannot be strict.
-        #[arg(long, value_enum, conflicts_with = "json")]
-        format: Option<render::Format>,
-    },
-    /// Shows one tool in full: prompt, schema, flags, grants.
-    Describe {
-        /// The tool's name or alias.
-        tool: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Approves the code now in place for a tool: a running `airlock mcp` serves a component that changed under it only once its new digest is approved.
-    Approve {
-        /// The tool's name or alias.
-        tool: String,
-    },
-    /// Calls a tool once, with INPUT as its JSON input ('-' reads it from stdin).
-    Call {
-        /// The tool's name or alias.
-        tool: String,
-        /// The input, a JSON object.
-        input: String,
-        /// Print the whole result as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Start from a fresh context: forget the cwd, variables and reads
-        /// that earlier calls in this workspace left (each workspace keeps
-        /// one between calls, as an agent's loop does).
-        #[arg(long)]
-        fresh: bool,
-    },
-    /// Feeds tool uses (JSON lines, or a recorded Anthropic event stream) to the streaming executor and prints one JSON result per line, in order.
-    Run {
-        /// The input file ('-' for stdin).
-        #[arg(default_value = "-")]
-        input: String,
-        /// Feed each line at its `t_ms`, as the model streamed it.
-        #[arg(long)]
-        replay_timing: bool,
-        /// Write queued/started/finished events, as JSON lines, to FILE.
-        #[arg(long, value_name = "FILE")]
-        timeline: Option<PathBuf>,
-    },
-    /// Runs a scripted tour of the bundled tools over a temporary copy of a sample workspace.
-    Demo,
-    /// Creates a tool project in ./NAME, outside any Airlock checkout.
-    New {
-        /// The tool's name (a-z, 0-9, '-' and '_', starting with a letter).
-        name: String,
-        /// The language to write it in.
-        #[arg(long, value_enum, default_value = "rust")]
-        lang: author::Lang,
-        /// Create it in DIR instead of ./NAME.
-        #[arg(long, value_name = "DIR")]
-        dir: Option<PathBuf>,
-    },
-    /// Builds the tool project in DIR to a component (DIR/NAME.wasm) and checks that it loads.
-    Build {
-        /// The project's directory.
-        #[arg(default_value = ".")]
-        dir: PathBuf,
-    },
-    /// Installs a tool in your tool directory as NAME.wasm, after checking that it loads: a component file, or one from an OCI registry (oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST), whose signature is checked against [[trust]] in airlock.toml, pulled by digest, reviewed (what it asks for, what it would be granted) and pinned in airlock.lock.
-    Install {
-        /// The component file, or an oci:// reference (none with --locked: every tool airlock.lock pins). Needs --yes when not on a terminal.
-        #[arg(required_unless_present = "locked")]
-        source: Option<String>,
-        /// Change nothing in airlock.lock: install what it pins, exactly (a tag must still resolve to the pinned digest).
-        #[arg(long)]
-        locked: bool,
-        #[command(flatten)]
-        registry: RegistryArgs,
-    },
-    /// Pushes a component to an OCI registry (oci://REGISTRY/REPOSITORY:TAG), after checking that it loads, and signs it with --sign; credentials from AIRLOCK_REGISTRY_USERNAME and AIRLOCK_REGISTRY_PASSWORD, or Docker's credential file.
-    Publish {
-        /// The component.
-        file: PathBuf,
-        /// Where: oci://REGISTRY/REPOSITORY:TAG.
-        reference: String,
-        /// Sign it with this private key (PEM, P-256, as `airlock keygen` writes it, or as `cosign generate-key-pair` does, opened with COSIGN_PASSWORD or, unset, the password asked for at the terminal): a cosign signature beside it in the registry.
-        #[arg(long, value_name = "KEY")]
-        sign: Option<PathBuf>,
-        #[command(flatten)]
-        registry: RegistryArgs,
-    },
-    /// Makes a key pair for signing tools: PATH (private, readable only by you) and PATH.pub (for operators' [[trust]] keys).
-    Keygen {
-        /// Where to write the private key.
-        path: PathBuf,
-    },
-    /// Lists the tools installed from registries: where from, at which digest, and whether the file is still as pinned.
-    Tools,
-    /// Removes a tool installed in your tool directory, and its entry in airlock.lock.
-    Remove {
-        /// The tool's name.
-        name: String,
-    },
-    /// Serves the tools over the Model Context Protocol: on stdin/stdout (until stdin closes), or over Streamable HTTP with --http.
-    #[cfg(feature = "mcp")]
-    Mcp {
-        /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio. ADDR is a port (on 127.0.0.1) or IP:PORT; port 0 picks one.
-        #[arg(long, value_name = "ADDR", value_parser = http_addr)]
-        http: Option<std::net::SocketAddr>,
-        /// With --http: connections served at once once they have sent a request the server takes; more wait until one closes. As many (at most 256) may be open without having sent one; past that the oldest of those is closed.
-        #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
-              value_parser = clap::value_parser!(u32).range(1..))]
-        max_connections: u32,
-        /// With --http: close a connection whose request head has not arrived within SECS of its start or of its last reply.
-        #[arg(long, value_name = "SECS", default_value_t = 30, requires = "http",
-              value_parser = clap::value_parser!(u64).range(1..))]
-        header_timeout: u64,
-        /// With --http: end a session after SECS without a request (0: never).
-        #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http")]
-        idle_timeout: u64,
-        /// With --http: sessions open at once; a client that would open one more gets a 503 saying so.
-        #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
-              value_parser = clap::value_parser!(u32).range(1..))]
-        max_sessions: u32,
-        /// With --http and access tokens: sessions one caller (a token's subject and client) may have open at once; one more gets a 503 saying so. Default: a quarter of --max-sessions.
-        #[arg(long, value_name = "N", requires = "http",
-              value_parser = clap::value_parser!(u32).range(1..))]
-        max_sessions_per_caller: Option<u32>,
-        /// With --http: a host name clients reach the server by (the Host header), beside 127.0.0.1, localhost and ::1: the name of a load balancer or Service. Repeat for more. Other Host headers get 403 (DNS rebinding).
-        #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
-        allow_hosts: Vec<String>,
-        /// With --http on an address other than loopback: serve without requiring access tokens ([auth] in airlock.toml), so anyone who reaches the address can call the tools.
-        #[arg(long, requires = "http")]
-        insecure_no_auth: bool,
-    },
-}
 
 /// Runs the command line; the binary's `main`.
 pub fn main() -> ExitCode {
@@ -415,6 +202,8 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Demo => return demo::play().await,
         Command::New { name, lang, dir } => return author::new(*lang, name, dir.as_deref()),
         Command::Keygen { path } => return distribution::keygen(path),
+        Command::Completions { shell } => return printed(args::completions(*shell)),
+        Command::Man => return printed(args::man_page()),
         _ => {}
     }
     let config = match config_from(&cli) {
@@ -531,9 +320,17 @@ async fn dispatch(cli: Cli) -> ExitCode {
             idle_timeout,
             max_sessions,
             max_sessions_per_caller,
-            allow_hosts,
+            server_names,
             insecure_no_auth,
         } => {
+            if http.is_some() && server_names.is_empty() && !cli.allow_hosts.is_empty() {
+                // After `mcp` it once named the Host header.
+                eprintln!(
+                    "airlock: note: --allow-host {} grants the tools the network; the names \
+                     clients reach this server by (the Host header) are --server-name NAME",
+                    cli.allow_hosts.join(" --allow-host ")
+                );
+            }
             let auth = match (&auth, http) {
                 (Some(auth), Some(_)) => match airlock_mcp::auth::Authenticator::new(auth).await {
                     Ok(auth) => {
@@ -580,7 +377,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
                                 .then(|| Duration::from_secs(idle_timeout)),
                             max_sessions: max_sessions as usize,
                             max_caller_sessions: max_sessions_per_caller.map(|n| n as usize),
-                            allowed_hosts: allow_hosts,
+                            allowed_hosts: server_names,
                             auth,
                         };
                         host.serve_http(listener, &options).await
@@ -610,6 +407,8 @@ async fn dispatch(cli: Cli) -> ExitCode {
         | Command::Install { .. }
         | Command::Publish { .. }
         | Command::Keygen { .. }
+        | Command::Completions { .. }
+        | Command::Man
         | Command::Tools
         | Command::Remove { .. } => {
             unreachable!("handled above")
@@ -647,17 +446,6 @@ fn warn_of_unknown_tools(airlock: &Airlock) {
              to nothing"
         );
     }
-}
-
-/// `--http`: a port alone means loopback.
-#[cfg(feature = "mcp")]
-fn http_addr(value: &str) -> Result<std::net::SocketAddr, String> {
-    if let Ok(port) = value.parse::<u16>() {
-        return Ok((std::net::Ipv4Addr::LOCALHOST, port).into());
-    }
-    value
-        .parse()
-        .map_err(|_| format!("{value:?} is neither a port nor IP:PORT"))
 }
 
 /// The configuration: the file, then the flags on top.
@@ -892,18 +680,4 @@ async fn kept_context(
         .await
         .map_err(|e| e.to_string())?;
     Ok(Some((contexts, loaded)))
-}
-
-#[cfg(all(test, feature = "mcp"))]
-mod tests {
-    use super::http_addr;
-
-    #[test]
-    fn a_port_alone_serves_on_loopback() {
-        assert_eq!(http_addr("8123").unwrap().to_string(), "127.0.0.1:8123");
-        assert_eq!(http_addr("0.0.0.0:80").unwrap().to_string(), "0.0.0.0:80");
-        assert_eq!(http_addr("[::1]:9").unwrap().to_string(), "[::1]:9");
-        assert!(http_addr("localhost:80").unwrap_err().contains("IP:PORT"));
-        assert!(http_addr("70000").is_err());
-    }
 }

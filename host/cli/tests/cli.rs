@@ -1170,6 +1170,87 @@ fn airlock_command(home: &Path, args: &[&str]) -> Command {
     command
 }
 
+/// The help names every command in a line each, with examples in the long
+/// form; `--version` says the commit, the wasmtime and the features; the
+/// completion scripts and the manual page come out whole.
+#[test]
+fn help_version_completions_and_the_manual_page() {
+    let home = tempfile::tempdir().unwrap();
+    let out = airlock(home.path(), &["-h"]);
+    assert!(out.status.success());
+    let short = text(&out.stdout);
+    assert!(
+        short.starts_with("Runs the tools of AI agents sandboxed"),
+        "{short}"
+    );
+    let commands: Vec<&str> = short
+        .split("Commands:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap()
+        .lines()
+        .collect();
+    for name in [
+        "list",
+        "call",
+        "mcp",
+        "install",
+        "publish",
+        "completions",
+        "man",
+    ] {
+        assert!(
+            commands.iter().any(|l| l.trim_start().starts_with(name)),
+            "{name} missing from {short}"
+        );
+    }
+    assert!(
+        commands.iter().all(|l| l.len() <= 100),
+        "a command's summary is not one short line: {commands:#?}"
+    );
+    let long = text(&airlock(home.path(), &["--help"]).stdout);
+    assert!(
+        long.contains("Examples:\n  airlock demo") && long.contains("Exit codes:"),
+        "{long}"
+    );
+
+    let version = text(&airlock(home.path(), &["--version"]).stdout);
+    let lines: Vec<&str> = version.lines().collect();
+    assert!(
+        lines[0].starts_with("airlock 0.") && lines[0].contains('('),
+        "{version}"
+    );
+    assert!(lines[1].starts_with("wasmtime 48."), "{version}");
+    assert!(lines[2].starts_with("features: mcp"), "{version}");
+
+    for (shell, mark) in [
+        ("bash", "complete -F _airlock"),
+        ("zsh", "#compdef airlock"),
+        ("fish", "complete -c airlock"),
+    ] {
+        let out = airlock(home.path(), &["completions", shell]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains(mark),
+            "{shell}: {}",
+            text(&out.stdout)
+        );
+    }
+    let out = airlock(home.path(), &["completions", "tcsh"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown shell is a bad command line"
+    );
+    let page = text(&airlock(home.path(), &["man"]).stdout);
+    assert!(
+        page.contains(".TH airlock 1")
+            && page.contains("airlock\\-install(1)")
+            && page.contains("Exit codes:"),
+        "{page}"
+    );
+}
+
 /// A reader that goes away before the output is written (`airlock list |
 /// head -1`) ends it quietly: no panic about the broken pipe, whichever
 /// command printed, and the command's own outcome as the exit code.
@@ -1179,7 +1260,11 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     let home = tempfile::tempdir().unwrap();
     let key = home.path().join("signing.key");
     let project = home.path().join("word-count");
-    let commands: [(&[&str], bool); 11] = [
+    let commands: [(&[&str], bool); 15] = [
+        (&["--help"], true),
+        (&["--version"], true),
+        (&["completions", "bash"], true),
+        (&["man"], true),
         (&["list", "--format", "mcp"], true),
         (&["list"], true),
         (&["list", "--json"], true),

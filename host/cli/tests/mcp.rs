@@ -801,13 +801,19 @@ impl HttpServer {
         setup(&mut command);
         let mut child = command.spawn().unwrap();
         let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let url = first
-            .split("http://")
-            .nth(1)
-            .unwrap_or_else(|| panic!("the server did not say where it listens: {first}"));
+        let mut before = String::new();
+        let url = loop {
+            let line = lines
+                .next()
+                .and_then(Result::ok)
+                .unwrap_or_else(|| panic!("the server did not say where it listens: {before}"));
+            match line.split_once("http://") {
+                Some((_, url)) => break url.to_string(),
+                None => before.push_str(&format!("{line}\n")),
+            }
+        };
         let addr = url.trim_end_matches("/mcp").parse().unwrap();
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(before));
         let kept = stderr.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
@@ -1004,6 +1010,51 @@ fn http_replies_on_a_kept_alive_connection_do_not_wait_for_a_delayed_ack() {
         took < Duration::from_millis(400),
         "20 pings on one connection took {took:?}"
     );
+}
+
+/// `mcp --server-name NAME` lets clients reach the server by NAME (the
+/// `Host` header) and no other name. `--allow-host`, which meant that after
+/// `mcp` before, is the tools' network grant wherever it is, and a server
+/// given one without a name says which flag names it.
+#[test]
+fn server_names_are_the_host_headers_let_through() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &["--server-name", "airlock.test"], |_| {});
+    let named = status_of(&server, "airlock.test:8080");
+    assert!(!named.contains(" 403 "), "{named}");
+    let other = status_of(&server, "evil.test");
+    assert!(other.contains(" 403 "), "{other}");
+    drop(server);
+
+    let server = HttpServer::start(home.path(), &["--allow-host", "airlock.test"], |_| {});
+    let refused = status_of(&server, "airlock.test");
+    assert!(refused.contains(" 403 "), "{refused}");
+    let said = server.stderr.lock().unwrap().clone();
+    assert!(
+        said.contains("--allow-host airlock.test grants the tools the network")
+            && said.contains("--server-name NAME"),
+        "{said}"
+    );
+}
+
+/// The status line of a `ping` posted to `server` with `host` as its
+/// `Host` header.
+fn status_of(server: &HttpServer, host: &str) -> String {
+    use std::io::{BufRead, Write};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(stream)
+        .read_line(&mut line)
+        .unwrap();
+    line
 }
 
 /// A request whose first message is its response is answered with that
