@@ -77,10 +77,10 @@ pub(crate) struct Cli {
     #[arg(long, global = true)]
     pub(crate) read_only: bool,
     /// Let tools that ask for it reach HOST over HTTP (`name`, `*.name`, `name:port`; repeatable).
-    #[arg(long = "allow-host", global = true, value_name = "HOST")]
+    #[arg(long = "allow-host", global = true, value_name = "HOST", value_parser = host_pattern)]
     pub(crate) allow_hosts: Vec<String>,
     /// Let tools that ask for it read the environment variable NAME (repeatable).
-    #[arg(long = "allow-env", global = true, value_name = "NAME")]
+    #[arg(long = "allow-env", global = true, value_name = "NAME", value_parser = env_name)]
     pub(crate) allow_env: Vec<String>,
     /// Let `bash` run the native program NAME (on PATH, or a path), confined
     /// by each call's grants (repeatable; Linux).
@@ -305,6 +305,34 @@ pub(crate) enum Command {
         #[arg(long, requires = "http")]
         insecure_no_auth: bool,
     },
+}
+
+/// `--allow-host`: a host pattern; a URL is refused naming its host.
+fn host_pattern(value: &str) -> Result<String, String> {
+    use airlock_host::descriptor::is_host_pattern;
+    if is_host_pattern(value) {
+        return Ok(value.to_string());
+    }
+    let host = value
+        .split_once("://")
+        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
+        .filter(|host| is_host_pattern(host));
+    Err(match host {
+        Some(host) => format!("give a host, not a URL: --allow-host {host}"),
+        None => "not a host pattern (`name`, `*.name`, `name:port`, `*`)".into(),
+    })
+}
+
+/// `--allow-env`: an environment variable's name.
+fn env_name(value: &str) -> Result<String, String> {
+    if airlock_host::descriptor::is_env_name(value) {
+        Ok(value.to_string())
+    } else {
+        Err(
+            "not an environment variable's name (letters, digits and `_`, not first a digit)"
+                .into(),
+        )
+    }
 }
 
 /// `airlock completions SHELL`: the shell's completion script, on stdout.

@@ -550,6 +550,11 @@ fn no_such_tool(airlock: &Airlock, name: &str) -> ExitCode {
         .find(|f| f.tool.as_deref() == Some(name));
     match failure {
         Some(f) => eprintln!("airlock: {name} is unavailable: {}", f.error),
+        None if name == "tool_search" => eprintln!(
+            "airlock: tool_search is offered only when some tools are deferred (listed by name \
+             until searched for: defer_loading, or many tools), or with tool_search = \"on\" in \
+             airlock.toml"
+        ),
         None => {
             let known: Vec<_> = airlock
                 .registry()
@@ -641,6 +646,13 @@ async fn call(airlock: &Airlock, tool: &str, input: &str, json: bool, fresh: boo
     let written = render::to_stdout(|out| render::result(&result, json, out));
     if written.is_err() {
         return printed(written);
+    }
+    let no_directories = result
+        .outcome
+        .as_ref()
+        .is_err_and(|e| e.message.contains("granted no directories"));
+    if no_directories && !json && airlock.config().workspace.is_none() {
+        eprintln!("hint: give the tool a directory with --workspace DIR (or --mount DIR)");
     }
     interrupted_or(if result.is_error() {
         ExitCode::from(EXIT_CALL_FAILED)

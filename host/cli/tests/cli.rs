@@ -358,6 +358,34 @@ fn call_runs_a_tool_and_exits_by_outcome() {
     );
 }
 
+/// Errors that say what to do next: the first call without a workspace
+/// names the flag that gives one, and `tool_search` is explained rather
+/// than reported as no tool.
+#[test]
+fn errors_say_what_to_do_next() {
+    let home = tempfile::tempdir().unwrap();
+    // What the first call without a workspace meets says which flag gives one.
+    let out = airlock(
+        home.path(),
+        &["call", "read", r#"{"file_path": "/etc/hostname"}"#],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("granted no directories")
+            && text(&out.stderr).contains("hint: give the tool a directory with --workspace DIR"),
+        "{}",
+        text(&out.stderr)
+    );
+    // tool_search is not missing: it comes when tools are deferred.
+    let out = airlock(home.path(), &["describe", "tool_search"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        text(&out.stderr).contains("tool_search is offered only when some tools are deferred"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn a_bad_configuration_exits_with_3() {
     let home = tempfile::tempdir().unwrap();
@@ -426,6 +454,20 @@ fn a_bad_configuration_exits_with_3() {
         "{}",
         text(&out.stderr)
     );
+    // A URL where a host goes: refused as a bad command line, naming the
+    // host (every tool was unavailable, naming a key never written).
+    let out = airlock(
+        home.path(),
+        &["--allow-host", "http://example.com/x", "list"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("give a host, not a URL: --allow-host example.com"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = airlock(home.path(), &["--allow-env", "A-B", "list"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     // A tool directory named on the command line that is not there.
     let out = airlock(home.path(), &["--tools", "/nope", "list"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
