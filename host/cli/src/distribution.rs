@@ -209,8 +209,14 @@ async fn publish_to(
             key.public_key().fingerprint()
         ));
     }
+    // The flag the push needed, the install needs too.
+    let insecure = if options.insecure {
+        " --insecure-registry"
+    } else {
+        ""
+    };
     text.push_str(&format!(
-        "\n  install it with:\n    airlock install {}",
+        "\n  install it with:\n    airlock install {}{insecure}",
         artifact.pinned
     ));
     Ok(text)

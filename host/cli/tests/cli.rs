@@ -1689,11 +1689,23 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
     );
     let out = run(&["publish", source.to_str().unwrap(), &reference]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    let published = text(&out.stdout);
+    let manifest = |said: &str| {
+        said.lines()
+            .find_map(|l| l.trim().strip_prefix("manifest "))
+            .unwrap_or_else(|| panic!("no manifest digest in {said}"))
+            .to_string()
+    };
     assert!(
-        text(&out.stdout).contains("manifest sha256:"),
-        "{}",
-        text(&out.stdout)
+        published.contains("--insecure-registry"),
+        "the install line it prints needs the flag the push did: {published}"
     );
+    // The same bytes under another tag, later: the same manifest.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let again = format!("oci://{}/airlock/patient:1.0.0-again", registry.addr);
+    let out = run(&["publish", source.to_str().unwrap(), &again]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(manifest(&text(&out.stdout)), manifest(&published));
 
     let installed = home.path().join(".local/share/airlock/tools/patient.wasm");
     let out = run(&["install", &reference, "--yes"]);

@@ -740,6 +740,20 @@ fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{hex}")
 }
 
+/// The config's `created`: `SOURCE_DATE_EPOCH` when it is set (the
+/// reproducible-builds convention), else the epoch; never the time of the
+/// push, so the same bytes make the same manifest under any tag and at any
+/// time, with one digest.
+fn created() -> String {
+    let seconds = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// Pushes `wasm` to `reference` (which names a tag) as a wasm component
 /// artifact, and returns where it is, by digest.
 pub async fn publish(
@@ -758,7 +772,7 @@ pub async fn publish(
     let session = Session::open(reference, auth, options)?;
     let layer_digest = sha256(wasm);
     let config = serde_json::json!({
-        "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "created": created(),
         "architecture": "wasm",
         "os": "wasip2",
         "layerDigests": [layer_digest],
