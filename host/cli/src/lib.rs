@@ -177,11 +177,12 @@ fn init_logging(verbose: u8) {
     // `-v` and `-vv` raise Airlock's own crates (every target that starts
     // with `airlock`); the libraries beneath stay at warnings (a first
     // compile's cranelift debug lines alone run to 900,000), unless
-    // AIRLOCK_LOG names them.
+    // AIRLOCK_LOG names them. Compiling a tool is said even without `-v`:
+    // a first start compiles each for seconds.
     let default = match verbose {
-        0 => "warn",
-        1 => "warn,airlock=info",
-        _ => "warn,airlock=debug",
+        0 => format!("warn,{}=info", airlock_host::COMPILE_LOG),
+        1 => "warn,airlock=info".into(),
+        _ => "warn,airlock=debug".into(),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -267,6 +267,15 @@ fn call_runs_a_tool_and_exits_by_outcome() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "     1\talpha\n     2\tbeta\n");
+    // A first start compiles the tools for seconds, and says so (it was
+    // silent); the next finds them cached.
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("compiling bundled (airlock-tool-read) for this machine")
+            && said.contains("once: then it is cached")
+            && said.contains("compiled bundled (airlock-tool-read) in"),
+        "{said}"
+    );
 
     let out = airlock(
         home.path(),
@@ -281,7 +290,7 @@ fn call_runs_a_tool_and_exits_by_outcome() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).starts_with("error (ENOENT):"),
-        "{}",
+        "nothing compiled the second time: {}",
         text(&out.stderr)
     );
 

@@ -329,11 +329,13 @@ impl Engine {
     /// it is there, else compiled on a blocking thread (and not yet
     /// cached: the caller stores it once it has checked it). Either way its
     /// imports are checked against the linker's allowlist. `key` is the
-    /// bytes' cache key when the caller already has it.
+    /// bytes' cache key when the caller already has it; `what` names the
+    /// component in the progress a compile logs ([`COMPILE_LOG`]).
     pub(crate) async fn load_component(
         &self,
         bytes: Bytes,
         key: Option<String>,
+        what: String,
     ) -> Result<Loaded, LoadError> {
         let engine = self.clone();
         let (component, key, cached) = tokio::task::spawn_blocking(move || {
@@ -342,10 +344,22 @@ impl Engine {
                 .as_deref()
                 .zip(engine.cache())
                 .and_then(|(key, cache)| cache.component(key, engine.wasmtime()));
-            match hit {
-                Some(component) => Ok((component, key, true)),
-                None => engine.compile(&bytes).map(|c| (c, key, false)),
+            if let Some(component) = hit {
+                return Ok((component, key, true));
             }
+            let started = std::time::Instant::now();
+            tracing::info!(
+                target: COMPILE_LOG,
+                "compiling {what} for this machine ({} KiB; once: then it is cached)",
+                bytes.len() >> 10
+            );
+            let compiled = engine.compile(&bytes)?;
+            tracing::info!(
+                target: COMPILE_LOG,
+                "compiled {what} in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            Ok((compiled, key, false))
         })
         .await
         .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
@@ -382,6 +396,11 @@ impl Engine {
         }
     }
 }
+
+/// The log target of compile progress: a first start compiles every tool
+/// for a minute or more, and a front end shows these lines (the command
+/// line does by default) so that the wait is not silent.
+pub const COMPILE_LOG: &str = "airlock::compile";
 
 /// Bytes of each pooled linear memory kept resident between uses (only
 /// the pages a guest touched are).

@@ -40,7 +40,9 @@ impl WasmHook {
     /// Compiles and checks a hook component. A hook may not import
     /// `wasi:http`: it never gets a network grant.
     pub async fn load(engine: &Engine, bytes: impl Into<Bytes>) -> Result<WasmHook, LoadError> {
-        let loaded = engine.load_component(bytes.into(), None).await?;
+        let loaded = engine
+            .load_component(bytes.into(), None, "a hook component".into())
+            .await?;
         if let Some((import, _)) = loaded
             .imports
             .iter()

@@ -211,7 +211,9 @@ impl WasmTool {
         key: Option<String>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        let loaded = engine.load_component(bytes.clone(), key).await?;
+        let loaded = engine
+            .load_component(bytes.clone(), key, origin.to_string())
+            .await?;
         let pre = pre_instantiate(engine, &loaded.component)?;
         let descriptor = describe(engine, &pre.pre).await?;
         engine.cache_component(&loaded, Some(&descriptor)).await;
@@ -304,7 +306,11 @@ impl WasmTool {
     async fn load_now(&self) -> Ready {
         let engine = &self.engine;
         let loaded = match engine
-            .load_component(self.bytes.clone(), self.cache_key.clone())
+            .load_component(
+                self.bytes.clone(),
+                self.cache_key.clone(),
+                format!("{} ({})", self.name, self.origin),
+            )
             .await
         {
             Ok(loaded) => loaded,
