@@ -66,11 +66,29 @@ pub fn build_guests(workspace: &Path, crates: &[PathBuf]) -> Vec<Guest> {
     for package in &packages {
         cmd.args(["--package", package]);
     }
+    let started = std::time::Instant::now();
     let output = cmd.output().expect("failed to run cargo for the guest crates");
     if !output.status.success() {
         panic!(
             "building the guest crates failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // Cargo shows a build script's output only when it has ended (or
+    // failed), so the nested build cannot be followed as it runs; when it
+    // took long enough to be a build rather than a check, say what it was.
+    let took = started.elapsed();
+    if took.as_secs() >= 10 {
+        let compiled = String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|l| l.trim_start().starts_with("Compiling "))
+            .count();
+        println!(
+            "cargo:warning=built {} guest components to wasm32-wasip2 in {} s ({compiled} crates \
+             compiled, in {}); later builds reuse them",
+            packages.len(),
+            took.as_secs(),
+            target_dir.display()
         );
     }
 
