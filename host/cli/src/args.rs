@@ -260,6 +260,13 @@ pub(crate) enum Command {
         /// The tool's name.
         name: String,
     },
+    /// Checks what this machine and configuration give Airlock, a line each.
+    ///
+    /// The configuration read, the tool directories and the lock, the
+    /// artifact cache, whether native programs can be confined here, and the
+    /// toolchains `airlock build` uses; each line that is not `ok` says what
+    /// to do.
+    Doctor,
     /// Prints a completion script for SHELL (bash, zsh, fish, elvish, powershell).
     ///
     /// For bash: `airlock completions bash >

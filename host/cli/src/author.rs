@@ -90,7 +90,7 @@ const JS_SDK: &[(&str, &str)] = &[
 ];
 
 /// The componentize-py release the Python SDK is tested with.
-const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+pub(crate) const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
 /// The SDK's version: the workspace's, which this binary shares.
 const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");

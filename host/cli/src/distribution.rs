@@ -42,7 +42,7 @@ fn report(result: Result<String, String>) -> ExitCode {
 /// The lock file's path, or why there is none.
 /// The lock at `path`, its files resolved against this machine's tool
 /// directory (the lock names them relative to it, so it travels).
-fn read_lock(path: &Path) -> Result<Lockfile, String> {
+pub(crate) fn read_lock(path: &Path) -> Result<Lockfile, String> {
     Lockfile::read(path, airlock_host::config::default_tool_dir().as_deref())
 }
 

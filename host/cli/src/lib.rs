@@ -22,6 +22,7 @@ mod args;
 mod author;
 mod demo;
 mod distribution;
+mod doctor;
 mod prompt;
 mod render;
 mod run;
@@ -216,6 +217,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
     };
     match &cli.command {
         Command::Build { dir } => return author::build(dir, config).await,
+        Command::Doctor => return doctor::doctor(&config),
         Command::Install {
             source,
             locked,
@@ -408,6 +410,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         | Command::Install { .. }
         | Command::Publish { .. }
         | Command::Keygen { .. }
+        | Command::Doctor
         | Command::Completions { .. }
         | Command::Man
         | Command::Tools

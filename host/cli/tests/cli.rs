@@ -367,6 +367,50 @@ fn call_runs_a_tool_and_exits_by_outcome() {
     );
 }
 
+/// `airlock doctor` gives a line per finding, `ok` or `--` with what to do;
+/// the cache line follows what a start compiled.
+#[test]
+fn doctor_reports_what_this_machine_gives() {
+    let home = tempfile::tempdir().unwrap();
+    // A cache of its own, whatever the environment names.
+    let airlock = |home: &Path, args: &[&str]| {
+        command(home, args)
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .output()
+            .unwrap()
+    };
+    let lines =
+        |out: &Output| -> Vec<String> { text(&out.stdout).lines().map(String::from).collect() };
+    let out = airlock(home.path(), &["doctor"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let found = lines(&out);
+    let labels = [
+        "configuration",
+        "tools",
+        "lock",
+        "cache",
+        "native",
+        "wasm target",
+        "python tools",
+        "js tools",
+    ];
+    assert_eq!(found.len(), labels.len(), "{found:#?}");
+    for (line, label) in found.iter().zip(labels) {
+        assert!(
+            (line.starts_with("ok  ") || line.starts_with("--  ")) && line[4..].starts_with(label),
+            "{line}"
+        );
+    }
+    assert!(found[3].contains("0 compiled components"), "{}", found[3]);
+    assert!(airlock(home.path(), &["list"]).status.success());
+    let found = lines(&airlock(home.path(), &["doctor"]));
+    assert!(
+        found[3].starts_with("ok") && !found[3].contains(": 0 compiled"),
+        "{}",
+        found[3]
+    );
+}
+
 /// Errors that say what to do next: the first call without a workspace
 /// names the flag that gives one, and `tool_search` is explained rather
 /// than reported as no tool.
