@@ -1623,6 +1623,23 @@ fn new_build_install_call(home: &Path, work: &Path, bin: &Path, lang: &str) {
         "{}",
         text(&out.stdout)
     );
+    if lang == "python" {
+        // Counted through `Counter.most_common(n)`, which imports `heapq`
+        // in its body: a module the app never imports itself, which the
+        // component lacked (ModuleNotFoundError at the first call).
+        let app = work.join("word-count/app.py");
+        let source = std::fs::read_to_string(&app).unwrap();
+        let counted = "from collections import Counter\n".to_string()
+            + &source.replace(
+                "len(input.text.split())",
+                "sum(n for _, n in Counter(input.text.split()).most_common(100))",
+            );
+        assert!(
+            counted.contains("most_common"),
+            "the scaffold changed: {source}"
+        );
+        std::fs::write(&app, counted).unwrap();
+    }
     for args in [
         &["build", "word-count"][..],
         &["install", "word-count/word-count.wasm"],

@@ -412,9 +412,44 @@ def _error(types: Any, e: BaseException) -> Any:
     return Err(types.ToolError_Failed(f"{type(e).__name__}: {e}"))
 
 
+def _import_reachable(module_name: str) -> None:
+    """Imports every module the source of ``module_name`` can reach.
+
+    componentize-py snapshots the interpreter once the app is imported, and
+    a module not imported by then is not in the component: code that
+    imports one lazily (``Counter.most_common`` imports ``heapq`` in its
+    body) failed with ``ModuleNotFoundError`` at its first call.
+    ``modulefinder`` follows the imports of the app's files and of the
+    modules they import, function bodies included; each is imported now, so
+    it is in the snapshot. One that does not load here (a module for
+    another system) is left out: the code would fail on it anyway."""
+    import importlib
+    import modulefinder
+    import sys
+
+    path = getattr(sys.modules.get(module_name), "__file__", None)
+    if not path:
+        return
+    finder = modulefinder.ModuleFinder()
+    try:
+        finder.run_script(path)
+    except Exception:  # noqa: BLE001 - a scan that fails leaves the build as it was
+        return
+    for name in sorted(finder.modules):
+        if name == "__main__" or name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - what cannot load here stays out
+            pass
+
+
 def export(t: ToolDef) -> type:
     """The ``Tool`` class componentize-py exports for ``t``: assign it to
-    ``Tool`` in the app module (``Tool = export(my_tool)``)."""
+    ``Tool`` in the app module (``Tool = export(my_tool)``). Every module
+    the app's code can reach is imported first, so that the component has
+    it (:func:`_import_reachable`)."""
+    _import_reachable(t.fn.__module__)
     from componentize_py_types import Err
     from wit_world import exports
     from wit_world.imports import types
