@@ -1626,14 +1626,22 @@ fn new_build_install_call(home: &Path, work: &Path, bin: &Path, lang: &str) {
     if lang == "python" {
         // Counted through `Counter.most_common(n)`, which imports `heapq`
         // in its body: a module the app never imports itself, which the
-        // component lacked (ModuleNotFoundError at the first call).
+        // component lacked (ModuleNotFoundError at the first call). And
+        // returned as a dataclass: structured output, whose schema is
+        // derived from the return type (it was dropped without a word).
         let app = work.join("word-count/app.py");
         let source = std::fs::read_to_string(&app).unwrap();
         let counted = "from collections import Counter\n".to_string()
-            + &source.replace(
-                "len(input.text.split())",
-                "sum(n for _, n in Counter(input.text.split()).most_common(100))",
-            );
+            + &source
+                .replace(
+                    "@tool(",
+                    "@dataclass\nclass Counted:\n    words: int\n\n\n@tool(",
+                )
+                .replace(
+                    "cx: Context) -> Output:\n    return Output.text(f\"{len(input.text.split())} words\")",
+                    "cx: Context) -> Counted:\n    \
+                     return Counted(sum(n for _, n in Counter(input.text.split()).most_common(100)))",
+                );
         assert!(
             counted.contains("most_common"),
             "the scaffold changed: {source}"
@@ -1649,7 +1657,24 @@ fn new_build_install_call(home: &Path, work: &Path, bin: &Path, lang: &str) {
     }
     let out = run(&["call", "word-count", r#"{"text": "one two  three"}"#]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout).trim(), "3 words");
+    if lang != "python" {
+        assert_eq!(text(&out.stdout).trim(), "3 words");
+        return;
+    }
+    assert_eq!(text(&out.stdout).trim(), r#"{"words": 3}"#);
+    let out = run(&["call", "--json", "word-count", r#"{"text": "a b"}"#]);
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        result["output"]["structured"],
+        serde_json::json!({"words": 2}),
+        "{result}"
+    );
+    let out = run(&["describe", "--json", "word-count"]);
+    let described: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        described["output_schema"]["properties"]["words"]["type"], "integer",
+        "{described}"
+    );
 }
 
 #[test]

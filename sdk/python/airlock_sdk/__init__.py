@@ -159,7 +159,9 @@ class Output:
 
     def with_structured(self, value: Any) -> "Output":
         """Structured output; it must hold the whole result, and match the
-        tool's ``output_schema``."""
+        tool's output schema (derived from the function's return type, or
+        ``output_schema=``): a call that returns it without one fails,
+        saying so, rather than have it dropped."""
         self.structured = value
         return self
 
@@ -361,7 +363,11 @@ def tool(*, name: str, description: str, prompt: Optional[str] = None,
     """Declares a tool. ``flags`` are honest claims the host enforces;
     ``workspace``, ``network`` (host patterns) and ``env`` (variable names)
     are what it asks for, and the operator decides what it gets.
-    ``interrupt`` is ``"cancel"`` (stopped at once) or ``"block"``."""
+    ``interrupt`` is ``"cancel"`` (stopped at once) or ``"block"``. A
+    function whose return type is a dataclass or a ``TypedDict`` returns
+    structured output: its schema is the tool's output schema (unless
+    ``output_schema`` is given), and what it returns is sent both as that
+    structured output and as its JSON text."""
     if interrupt not in ("cancel", "block"):
         raise ValueError("interrupt is 'cancel' or 'block'")
 
@@ -371,10 +377,14 @@ def tool(*, name: str, description: str, prompt: Optional[str] = None,
         if not params or params[0] not in hints:
             raise TypeError(f"{fn.__name__}: annotate the input parameter with its type")
         input_type = hints[params[0]]
+        returns = hints.get("return")
+        schema = output_schema
+        if schema is None and _is_record(returns):
+            schema = schema_of(returns)
         descriptor = {
             "name": name, "aliases": list(aliases), "title": title or name,
             "description": description, "prompt": prompt or description,
-            "input_schema": schema_of(input_type), "output_schema": output_schema,
+            "input_schema": schema_of(input_type), "output_schema": schema,
             "flags": flags, "interrupt": interrupt, "max_result_size": max_result_size,
             "workspace": workspace, "network": list(network), "env": list(env),
             "version": version,
@@ -382,6 +392,34 @@ def tool(*, name: str, description: str, prompt: Optional[str] = None,
         return ToolDef(fn, input_type, descriptor)
 
     return wrap
+
+
+def _is_record(tp: Any) -> bool:
+    """Whether ``tp`` is a dataclass or a ``TypedDict`` (a type, not an
+    instance)."""
+    return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or typing.is_typeddict(tp))
+
+
+def _as_output(t: ToolDef, out: Any) -> Output:
+    """What ``t``'s function returned, as an :class:`Output`: a string as
+    one text block; a dataclass or a dict (a ``TypedDict``) as structured
+    output and its JSON text. Structured output without an output schema is
+    refused (MCP would drop it): :class:`Failed`, saying how to declare
+    one."""
+    if isinstance(out, str):
+        return Output.text(out)
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        out = dataclasses.asdict(out)
+    if isinstance(out, dict):
+        out = Output.text(json.dumps(out)).with_structured(out)
+    if not isinstance(out, Output):
+        raise Failed(f"{t.descriptor['name']} returned a {type(out).__name__}; return an "
+                     "Output, a string, or a dataclass or TypedDict (structured output)")
+    if out.structured is not None and t.descriptor["output_schema"] is None:
+        raise Failed(f"{t.descriptor['name']} returned structured output but declares no "
+                     "output schema: annotate its function's return type with a dataclass "
+                     "or TypedDict, or pass output_schema= to @tool")
+    return out
 
 
 def _wit_flags(types: Any, flags: Flags) -> Any:
@@ -515,13 +553,11 @@ def export(t: ToolDef) -> type:
                     message = t.validator(value, here)
                     if message:
                         raise InvalidInput(message)
-                out = t.fn(value, here)
+                out = _as_output(t, t.fn(value, here))
             except Err:
                 raise
             except Exception as e:
                 raise _error(types, e)
-            if isinstance(out, str):
-                out = Output.text(out)
             return to_wit(types, out)
 
     return Tool
