@@ -208,6 +208,18 @@ pub(crate) enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Runs the tool project's tests.jsonl against its built component.
+    ///
+    /// Each line is a call and what it must give, e.g. {"input": {"text":
+    /// "a b"}, "expect": {"text": "2 words"}}; `expect` holds `text`,
+    /// `contains`, `structured` or `error` (a class, e.g. invalid_input),
+    /// and `files` fills the call's fresh workspace. Each call runs in the
+    /// real sandbox, alone, with permissions answered yes.
+    Test {
+        /// The project's directory (its one *.wasm is the component).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Installs a tool (a component file, or oci://...) in your tool directory.
     ///
     /// It is checked to load first, and goes in as NAME.wasm. From an OCI

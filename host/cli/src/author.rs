@@ -211,12 +211,13 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
             dir.display()
         ));
     }
-    let files = match (lang, ensure_sdk(lang)) {
+    let mut files = match (lang, ensure_sdk(lang)) {
         (_, Err(e)) => return fail(e),
         (Lang::Rust, Ok(sdk)) => rust_project(name, &sdk.join("sdk")),
         (Lang::Python, Ok(_)) => python_project(name),
         (Lang::Js, Ok(sdk)) => js_project(name, &sdk),
     };
+    files.push(("tests.jsonl", SCAFFOLD_TESTS.to_string()));
     let wasm = match lang {
         Lang::Rust => name.replace('-', "_"),
         Lang::Python | Lang::Js => name.to_string(),
@@ -232,14 +233,23 @@ pub(crate) fn new(lang: Lang, name: &str, dir: Option<&Path>) -> ExitCode {
         }
     }
     say!(
-        "created the {} tool {name} in {}\n\nnext:\n    airlock build {}\n    airlock install {}",
+        "created the {} tool {name} in {}\n\nnext:\n    airlock build {}\n    airlock test {}    \
+         # runs tests.jsonl in the sandbox\n    airlock install {}",
         lang.display_name(),
+        dir.display(),
         dir.display(),
         dir.display(),
         dir.join(format!("{wasm}.wasm")).display(),
     );
     ExitCode::SUCCESS
 }
+
+/// The scaffold's `tests.jsonl` (`airlock test`): the same calls for each
+/// language, since each scaffold counts words.
+const SCAFFOLD_TESTS: &str = r#"{"name": "counts the words", "input": {"text": "one two  three"}, "expect": {"text": "3 words"}}
+{"name": "an empty text has none", "input": {"text": ""}, "expect": {"text": "0 words"}}
+{"name": "the text is required", "input": {}, "expect": {"error": "invalid_input"}}
+"#;
 
 /// The files of a new Rust tool project.
 fn rust_project(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {

@@ -23,6 +23,7 @@ mod author;
 mod demo;
 mod distribution;
 mod doctor;
+mod project_tests;
 mod prompt;
 mod render;
 mod run;
@@ -218,6 +219,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
     match &cli.command {
         Command::Build { dir } => return author::build(dir, config).await,
         Command::Doctor => return doctor::doctor(&config),
+        Command::Test { dir } => return project_tests::test(dir, config).await,
         Command::Install {
             source,
             locked,
@@ -411,6 +413,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         | Command::Publish { .. }
         | Command::Keygen { .. }
         | Command::Doctor
+        | Command::Test { .. }
         | Command::Completions { .. }
         | Command::Man
         | Command::Tools

@@ -1530,6 +1530,13 @@ fn a_rust_tool_goes_from_new_to_a_call_outside_the_repository() {
         "{}",
         text(&out.stdout)
     );
+    let out = run(&["test", "word-count"]);
+    assert!(
+        out.status.success() && text(&out.stdout).ends_with("3 passed\n"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let out = run(&["install", "word-count/word_count.wasm"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let installed = home
@@ -1647,14 +1654,40 @@ fn new_build_install_call(home: &Path, work: &Path, bin: &Path, lang: &str) {
             "the scaffold changed: {source}"
         );
         std::fs::write(&app, counted).unwrap();
+        let tests = work.join("word-count/tests.jsonl");
+        let expected = std::fs::read_to_string(&tests)
+            .unwrap()
+            .replace(r#""text": "3 words""#, r#""structured": {"words": 3}"#)
+            .replace(r#""text": "0 words""#, r#""structured": {"words": 0}"#);
+        std::fs::write(&tests, expected).unwrap();
     }
     for args in [
         &["build", "word-count"][..],
+        &["test", "word-count"],
         &["install", "word-count/word-count.wasm"],
     ] {
         let out = run(args);
-        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
     }
+    // The scaffold's tests pass in the sandbox; one that cannot, fails.
+    let tests = work.join("word-count/tests.jsonl");
+    let mut lines = std::fs::read_to_string(&tests).unwrap();
+    lines.push_str(r#"{"name": "one word is not two", "input": {"text": "one"}, "expect": {"text": "2 words"}}"#);
+    std::fs::write(&tests, lines).unwrap();
+    let out = run(&["test", "word-count"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("ok    counts the words")
+            && text(&out.stdout).contains("FAIL  one word is not two: the text is")
+            && text(&out.stdout).ends_with("3 passed, 1 failed\n"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = run(&["call", "word-count", r#"{"text": "one two  three"}"#]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     if lang != "python" {
