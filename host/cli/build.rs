@@ -21,18 +21,20 @@ fn main() {
     };
     let commit = git(&["log", "-1", "--format=%h, %cs"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=AIRLOCK_BUILD_COMMIT={commit}");
-    // Run again when HEAD moves (files that are not there are left out:
-    // cargo would take a missing one as changed on every build).
-    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]).map(PathBuf::from) {
-        let head = git(&["symbolic-ref", "-q", "HEAD"]);
-        for file in [Some("HEAD".to_string()), head, Some("packed-refs".into())]
-            .into_iter()
-            .flatten()
+    // Run again when HEAD moves: HEAD, the branch it names and the packed
+    // refs, where git keeps each (a worktree's HEAD is its own, its refs
+    // the main checkout's). Files that are not there are left out: cargo
+    // would take a missing one as changed on every build.
+    let head = git(&["symbolic-ref", "-q", "HEAD"]);
+    for name in [Some("HEAD".to_string()), head, Some("packed-refs".into())]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(path) = git(&["rev-parse", "--path-format=absolute", "--git-path", &name])
+            .map(PathBuf::from)
+            .filter(|path| path.exists())
         {
-            let path = dir.join(file);
-            if path.exists() {
-                println!("cargo:rerun-if-changed={}", path.display());
-            }
+            println!("cargo:rerun-if-changed={}", path.display());
         }
     }
     let lock_file = root.join("Cargo.lock");

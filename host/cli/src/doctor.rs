@@ -6,7 +6,6 @@
 
 use crate::author::COMPONENTIZE_PY;
 use airlock_host::Config;
-use airlock_host::config::default_cache_dir;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
@@ -121,13 +120,6 @@ fn lock(config: &Config) -> Finding {
 }
 
 fn cache(config: &Config) -> Finding {
-    let Some(dir) = config.cache_dir.clone().or_else(default_cache_dir) else {
-        return Finding {
-            ok: false,
-            what: "cache",
-            said: "no cache directory (set HOME or XDG_CACHE_HOME): every start compiles".into(),
-        };
-    };
     if !config.artifact_cache {
         return Finding {
             ok: false,
@@ -135,6 +127,13 @@ fn cache(config: &Config) -> Finding {
             said: "off (artifact_cache = false): every start compiles every tool".into(),
         };
     }
+    let Some(dir) = config.effective_cache_dir() else {
+        return Finding {
+            ok: false,
+            what: "cache",
+            said: "no cache directory (set HOME or XDG_CACHE_HOME): every start compiles".into(),
+        };
+    };
     let (count, bytes) = std::fs::read_dir(&dir).map_or((0, 0), |entries| {
         entries
             .filter_map(Result::ok)

@@ -147,12 +147,22 @@ fn unavailable_component(
     airlock: &Airlock,
     tool: &str,
 ) -> Result<(String, String, String), ExitCode> {
-    let failure = airlock
+    let named: Vec<_> = airlock
         .registry()
         .failures()
         .iter()
-        .find(|f| f.tool.as_deref() == Some(tool));
-    let Some((failure, path)) = failure.and_then(|f| match &f.origin {
+        .filter(|f| f.tool.as_deref() == Some(tool))
+        .collect();
+    if let [_, _, ..] = named.as_slice() {
+        let origins: Vec<String> = named.iter().map(|f| f.origin.to_string()).collect();
+        eprintln!(
+            "airlock: several components say they are {tool} and none loads here ({}): keep \
+             one, or name its file ([tools.{tool}] source = \"...\"), then approve it",
+            origins.join(", ")
+        );
+        return Err(ExitCode::from(EXIT_NO_TOOL));
+    }
+    let Some((failure, path)) = named.first().and_then(|f| match &f.origin {
         airlock_host::ToolOrigin::File(path) => Some((f, path)),
         _ => None,
     }) else {
@@ -431,12 +441,7 @@ fn warn_of_unknown_tools(airlock: &Airlock) {
     if !registry.unlisted().is_empty() {
         return;
     }
-    let known: Vec<String> = registry
-        .entries()
-        .iter()
-        .map(|e| e.descriptor().name.clone())
-        .chain(registry.failures().iter().filter_map(|f| f.tool.clone()))
-        .collect();
+    let known = registry.known_names();
     let file = airlock.config().source.as_ref().map_or_else(
         || "the configuration".to_string(),
         |p| p.display().to_string(),
@@ -465,7 +470,8 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let here = cwd.join("airlock.toml");
-    if here.is_file() && config.source.as_deref() != Some(here.as_path()) {
+    let read = |p: &Path| p.canonicalize().ok();
+    if here.is_file() && config.source.as_deref().and_then(read) != read(&here) {
         eprintln!(
             "airlock: warning: {} is not read (a project's own configuration never grants \
              itself anything); to use it, pass --config {}",

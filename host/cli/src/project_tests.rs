@@ -15,10 +15,12 @@
 //! `tool_error`; with `contains`, a part of its message). Each call runs
 //! alone in a fresh context, in a fresh temporary workspace granted
 //! read-write and holding `files`, with every permission answered yes (the
-//! project's own tool); the other grants are the command line's.
+//! project's own tool), loaded alone (no bundled tools or MCP servers);
+//! the other grants are the command line's.
 
 use crate::render::content_text;
-use airlock_host::{Airlock, AllowPrompter, Config, ToolUse};
+use airlock_host::config::ToolSearchMode;
+use airlock_host::{Airlock, AllowPrompter, Config, ToolOrigin, ToolUse};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -161,20 +163,26 @@ async fn one(case: &Case, tools: &Path, config: &Config) -> Result<(), String> {
             .and_then(|()| std::fs::write(&file, text))
             .map_err(|e| format!("cannot write {path}: {e}"))?;
     }
+    // The component alone: no bundled tools, no MCP servers, no
+    // tool_search that could sort before it.
     let mut config = config.clone();
     config.workspace = Some(workspace.path().to_path_buf());
     config.tool_dirs = Some(vec![tools.to_path_buf()]);
     config.bundled_tools = false;
+    config.mcp_servers.clear();
+    config.tool_search = ToolSearchMode::Off;
     let airlock = Airlock::new(config)
         .await
         .map_err(|e| format!("{e:#}"))?
         .with_prompter(Arc::new(AllowPrompter));
-    let Some(tool) = airlock
+    let component = ToolOrigin::File(tools.join("tool.wasm"));
+    let tool = airlock
         .registry()
         .entries()
-        .first()
-        .map(|e| e.descriptor().name.clone())
-    else {
+        .into_iter()
+        .find(|e| e.tool.origin() == &component)
+        .map(|e| e.descriptor().name.clone());
+    let Some(tool) = tool else {
         let why = airlock.registry().failures().first().map_or_else(
             || "it is switched off in the configuration".to_string(),
             |f| f.error.to_string(),

@@ -208,7 +208,13 @@ fn list_prints_each_apis_tool_definitions_and_what_they_lack() {
             .find(|d| d["name"] == "read" || d["function"]["name"] == "read")
             .cloned()
             .unwrap_or_else(|| panic!("no read in {defs:?}"));
-        (read, text(&out.stderr))
+        // What the API lacks, without the first start's compile lines.
+        let problems: String = text(&out.stderr)
+            .lines()
+            .filter(|l| l.starts_with("airlock:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        (read, problems)
     };
     let (read, problems) = defs("anthropic");
     assert_eq!(read["input_schema"]["type"], "object", "{read}");
@@ -469,6 +475,24 @@ fn a_bad_configuration_exits_with_3() {
     assert!(
         text(&out.stderr).contains("warning: [tools.fecth] in ")
             && text(&out.stderr).contains("names no tool (did you mean [tools.fetch]?)"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A tool switched off is a tool, not a typo.
+    std::fs::write(&config, "[tools.bash]\nenabled = false\n").unwrap();
+    let out = airlock(home.path(), &["--config", config.to_str().unwrap(), "list"]);
+    assert!(
+        out.status.success() && !text(&out.stderr).contains("names no tool"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Named as ./airlock.toml, it is the one read: nothing to point out.
+    let out = airlock_command(home.path(), &["--config", "airlock.toml", "list"])
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    assert!(
+        !text(&out.stderr).contains("is not read"),
         "{}",
         text(&out.stderr)
     );
@@ -1959,6 +1983,21 @@ fn a_tool_goes_through_a_registry_pinned_and_verified() {
         (text(&out.stdout) + &text(&out.stderr)).contains("but airlock.lock pins"),
         "the second HOME's copy is checked against the lock: {}",
         text(&out.stdout)
+    );
+    // A file of a pinned name in another tool directory (a service whose
+    // tool_dirs name the first HOME's) is checked too.
+    let elsewhere = second.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("patient.wasm"), b"\0asm\x0d\0\x01\0").unwrap();
+    let out = airlock(
+        second.path(),
+        &["--tools", elsewhere.to_str().unwrap(), "list"],
+    );
+    let listed = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(
+        listed.matches("but airlock.lock pins").count(),
+        2,
+        "both copies are checked: {listed}"
     );
     let other = format!("oci://{}/airlock/other:1", registry.addr);
     let out = run(&["install", "--locked", &other]);

@@ -794,7 +794,7 @@ pub async fn publish(
                 .client
                 .push(&reference.0, &layers, config, &session.auth, Some(manifest))
                 .await
-                .map_err(|e| session.registry_error(e))?;
+                .map_err(|e| session.registry_error(with_causes(&e)))?;
             let (manifest_digest, _) = resolve(&session).await?;
             Ok(Artifact {
                 pinned: reference.pinned(&manifest_digest),

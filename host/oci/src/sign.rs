@@ -407,7 +407,7 @@ pub async fn sign(
                 .client
                 .push(&at.0, &layers, config, &session.auth, Some(manifest))
                 .await
-                .map_err(|e| session.registry_error(e))?;
+                .map_err(|e| session.registry_error(super::with_causes(&e)))?;
             Ok(at.clone())
         })
         .await

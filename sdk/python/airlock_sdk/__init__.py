@@ -411,6 +411,10 @@ def _as_output(t: ToolDef, out: Any) -> Output:
     if dataclasses.is_dataclass(out) and not isinstance(out, type):
         out = dataclasses.asdict(out)
     if isinstance(out, dict):
+        # An optional field left at None is left out: the schema derived
+        # from the type says its type, not null, and does not require it.
+        required = set((t.descriptor["output_schema"] or {}).get("required", ()))
+        out = {k: v for k, v in out.items() if v is not None or k in required}
         out = Output.text(json.dumps(out)).with_structured(out)
     if not isinstance(out, Output):
         raise Failed(f"{t.descriptor['name']} returned a {type(out).__name__}; return an "

@@ -154,11 +154,14 @@ fn resolve_path(path: &Path, base: &Path) -> PathBuf {
 /// what is wrong, and for a key that is not one, the nearest that is.
 fn located(text: &str, error: &toml::de::Error) -> String {
     let message = error.message().trim_end();
-    let place = error.span().map(|span| {
-        let before = &text[..span.start.min(text.len())];
+    let place = error.span().and_then(|span| {
+        let before = text.get(..span.start)?;
         let line = before.matches('\n').count() + 1;
-        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-        format!("line {line}, column {column}: ")
+        let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+            .chars()
+            .count()
+            + 1;
+        Some(format!("line {line}, column {column}: "))
     });
     // With a near name, the list of every name is noise.
     let said = match suggestion(message) {

@@ -748,6 +748,12 @@ mod tests {
             mode == "line 2, column 16: unknown variant `acceptEdit`; did you mean `acceptEdits`?",
             "{mode}"
         );
+        // Columns count characters, not bytes.
+        let wide = message("tools = { \"\u{e9}\" = { zzz = 1 } }\n");
+        assert!(
+            wide.starts_with("line 1, column 19: unknown field `zzz`"),
+            "{wide}"
+        );
         // Nothing near enough: no guess.
         let far = message("[limits]\nzzz = 3\n");
         assert!(

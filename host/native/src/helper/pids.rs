@@ -3,9 +3,10 @@
 //! exempt from `RLIMIT_NPROC`). Made where this process may make one:
 //! cgroup v1's pids hierarchy, or a child of its own cgroup in v2.
 //!
-//! Only root needs it. Any other user's `RLIMIT_NPROC`, set inside the
-//! call's new user namespace, counts that namespace's processes only, so
-//! it bounds the one tree. And joining costs: on cgroup v1 moving a
+//! Only the kernel's root needs it. Any other user's `RLIMIT_NPROC`, set
+//! inside the call's new user namespace, counts that namespace's processes
+//! only (Linux 5.14 and later; before, all the user's processes), so it
+//! bounds the one tree. And joining costs: on cgroup v1 moving a
 //! process waits for an RCU grace period (7 to 17 ms here when no other
 //! move came just before), longer than the rest of the confinement.
 
@@ -16,8 +17,7 @@ use std::path::PathBuf;
 /// Joins a new pids cgroup bounded at the plan's processes (plus the
 /// helper and pid 1); `None` when none can be made here.
 pub(super) fn enter(plan: &Plan) -> Option<PathBuf> {
-    // SAFETY: getuid cannot fail.
-    if unsafe { libc::getuid() } != 0 {
+    if !kernel_root() {
         return None;
     }
     let name = plan.root.file_name()?;
@@ -36,6 +36,26 @@ pub(super) fn enter(plan: &Plan) -> Option<PathBuf> {
         let _ = fs::remove_dir(&group);
     }
     None
+}
+
+/// Whether this process runs as the kernel's root, which `RLIMIT_NPROC`
+/// exempts: uid 0 here, or any uid this user namespace maps to 0 (and not
+/// a container's "root" that maps to an ordinary user).
+fn kernel_root() -> bool {
+    // SAFETY: getuid cannot fail.
+    let uid = u64::from(unsafe { libc::getuid() });
+    let Ok(map) = fs::read_to_string("/proc/self/uid_map") else {
+        return uid == 0;
+    };
+    map.lines().any(|line| {
+        let mut numbers = line.split_whitespace().map(str::parse::<u64>);
+        let (Some(Ok(inside)), Some(Ok(outside)), Some(Ok(count))) =
+            (numbers.next(), numbers.next(), numbers.next())
+        else {
+            return false;
+        };
+        (inside..inside.saturating_add(count)).contains(&uid) && outside + (uid - inside) == 0
+    })
 }
 
 /// Moves the helper back out and removes the cgroup, once the program

@@ -144,10 +144,13 @@ impl Registry {
             }
         }
         let mut load_failures = Vec::new();
-        let lock = config
-            .lock_path()
-            .map(|path| Lockfile::read(&path, airlock_core::config::default_tool_dir().as_deref()));
         for dir in config.effective_tool_dirs() {
+            // An entry names its file relative to the tool directory it
+            // was installed in, which may be another HOME's: read against
+            // each directory, the lock checks that name in every one.
+            let lock = config
+                .lock_path()
+                .map(|path| Lockfile::read(&path, Some(&dir)));
             match component_sources(&dir, DirBounds::of(engine.limits())) {
                 Ok(read) => {
                     sources.extend(read.files.into_iter().map(|(origin, bytes)| {

@@ -334,6 +334,18 @@ impl Registry {
         self.index.get(name).map(|&i| &self.entries[i])
     }
 
+    /// Every name a `[tools.NAME]` section may mean: the tools loaded
+    /// (switched off by the configuration or not), those that failed, and
+    /// the built-in ones.
+    pub fn known_names(&self) -> std::collections::BTreeSet<String> {
+        self.loaded
+            .iter()
+            .map(|l| l.tool.descriptor().name.clone())
+            .chain(self.failures.iter().filter_map(|f| f.tool.clone()))
+            .chain(grant::BUILTIN_NAMES.iter().map(|n| n.to_string()))
+            .collect()
+    }
+
     /// Every tool, sorted by name.
     pub fn entries(&self) -> Vec<&Arc<Entry>> {
         let mut all: Vec<_> = self.entries.iter().collect();
