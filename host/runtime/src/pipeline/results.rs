@@ -21,7 +21,9 @@
 //! host writes through its `cap-std` handle, creates each owner's directory
 //! 0700 and opens it without following a link, and creates every file with
 //! `create_new`, so a link planted there is never followed: the write
-//! fails instead.
+//! fails instead. Owners' directories untouched for a day are removed when
+//! a host first opens the results directory ([`RESULTS_KEPT`]): named with
+//! another process's key, no later process could serve them.
 
 use crate::call::Caller;
 use crate::context::ToolContext;
@@ -118,6 +120,35 @@ pub struct ResultStore {
     dir: OnceLock<Dir>,
 }
 
+/// How long an owner's directory is kept untouched (no result saved in it)
+/// before a host that opens the results directory removes it.
+pub const RESULTS_KEPT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Removes the owners' directories untouched for [`RESULTS_KEPT`]. They
+/// are named with a key of the process that wrote them, so no later
+/// process can serve them again, and they would only pile up; a day
+/// leaves a long-lived server its recent ones. Nothing in the directory
+/// is followed: a link or a file is left alone.
+fn forget_old_owners(results: &Dir) {
+    let Ok(entries) = results.entries() else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let untouched = meta
+            .modified()
+            .ok()
+            .and_then(|at| now.duration_since(at.into_std()).ok())
+            .is_some_and(|age| age > RESULTS_KEPT);
+        if meta.is_dir() && untouched {
+            let _ = results.remove_dir_all(entry.file_name());
+        }
+    }
+}
+
 /// Creates (0700) and opens the results directory, refusing a link in its
 /// place.
 fn open_results_dir(dir: &Path) -> std::io::Result<Dir> {
@@ -163,6 +194,7 @@ impl ResultStore {
         let opened = open_results_dir(&self.path).map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot open {}: {e}", self.path()))
         })?;
+        forget_old_owners(&opened);
         Ok(self.dir.get_or_init(|| opened))
     }
 
@@ -448,6 +480,27 @@ mod tests {
             let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
         }
+    }
+
+    #[test]
+    fn owners_directories_untouched_for_a_day_are_removed() {
+        let (dir, store) = store();
+        let results = dir.path().join("results");
+        for owner in ["old", "fresh"] {
+            std::fs::create_dir_all(results.join(owner)).unwrap();
+            std::fs::write(results.join(owner).join("r.txt"), "x").unwrap();
+        }
+        let two_days_ago = std::time::SystemTime::now() - 2 * RESULTS_KEPT;
+        std::fs::File::open(results.join("old"))
+            .unwrap()
+            .set_modified(two_days_ago)
+            .unwrap();
+        spill(&mut ToolOutput::text("large"), 1, Some(&store), NOBODY, "t").unwrap();
+        assert!(
+            !results.join("old").exists(),
+            "an owner untouched for two days stays"
+        );
+        assert!(results.join("fresh/r.txt").exists());
     }
 
     #[test]
