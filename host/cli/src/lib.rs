@@ -173,8 +173,8 @@ fn unavailable_component(
         ExitCode::from(EXIT_NO_TOOL)
     })?;
     say!(
-        "{tool} ({}) does not load under this command line's grants: {}\n\
-         its code is approved all the same; a host that grants what it asks for serves it",
+        "{tool} ({}) does not load here: {}\n\
+         its code is approved all the same; a host where it loads serves it",
         failure.origin,
         failure.error
     );
