@@ -272,6 +272,12 @@ pub(crate) enum Command {
         /// The tool's name.
         name: String,
     },
+    /// Prints the configuration in effect, each key with where it comes from.
+    ///
+    /// The file read (and the settings files it merges), then every key as
+    /// the host holds it, marked `command line`, the file's path, or
+    /// `default`.
+    Config,
     /// Checks what this machine and configuration give Airlock, a line each.
     ///
     /// The configuration read, the tool directories and the lock, the

@@ -20,6 +20,7 @@ macro_rules! say {
 
 mod args;
 mod author;
+mod config_cmd;
 mod demo;
 mod distribution;
 mod doctor;
@@ -229,6 +230,16 @@ async fn dispatch(cli: Cli) -> ExitCode {
     match &cli.command {
         Command::Build { dir } => return author::build(dir, config).await,
         Command::Doctor => return doctor::doctor(&config),
+        Command::Config => {
+            let file = match &cli.config {
+                Some(path) => Config::from_file(path),
+                None => Config::discover(),
+            };
+            return match file {
+                Ok(file) => config_cmd::show(&config, &file),
+                Err(e) => author::fail(e),
+            };
+        }
         Command::Test { dir } => return project_tests::test(dir, config).await,
         Command::Install {
             source,
@@ -423,6 +434,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         | Command::Publish { .. }
         | Command::Keygen { .. }
         | Command::Doctor
+        | Command::Config
         | Command::Test { .. }
         | Command::Completions { .. }
         | Command::Man

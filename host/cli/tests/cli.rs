@@ -417,6 +417,39 @@ fn doctor_reports_what_this_machine_gives() {
     );
 }
 
+/// `airlock config` names the file read and gives every key in effect with
+/// where its value comes from: the command line, the file, or the default.
+#[test]
+fn config_shows_each_keys_value_and_source() {
+    let home = tempfile::tempdir().unwrap();
+    write_config(
+        home.path(),
+        "[limits]\ntimeout_ms = 5000\n\n[tools.fetch]\nnetwork = [\"example.com\"]\n",
+    );
+    let file = home.path().join(".config/airlock/airlock.toml");
+    let ws = tempfile::tempdir().unwrap();
+    let dir = ws.path().to_str().unwrap();
+    let out = airlock(
+        home.path(),
+        &["--workspace", dir, "--allow-host", "x.org", "config"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    for line in [
+        format!("read:    {}", file.display()),
+        format!("limits.timeout_ms = 5000    # {}", file.display()),
+        format!(
+            "tools.\"fetch\".network = \"example.com\"    # {}",
+            file.display()
+        ),
+        "tools.\"*\".network = \"x.org\"    # command line".to_string(),
+        format!("workspace = \"{dir}\"    # command line"),
+        "limits.memory_mib = 256    # default".to_string(),
+    ] {
+        assert!(shown.lines().any(|l| l == line), "no {line:?} in:\n{shown}");
+    }
+}
+
 /// Errors that say what to do next: the first call without a workspace
 /// names the flag that gives one, and `tool_search` is explained rather
 /// than reported as no tool.
@@ -1379,8 +1412,10 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     let home = tempfile::tempdir().unwrap();
     let key = home.path().join("signing.key");
     let project = home.path().join("word-count");
-    let commands: [(&[&str], bool); 15] = [
+    let commands: [(&[&str], bool); 17] = [
         (&["--help"], true),
+        (&["config"], true),
+        (&["doctor"], true),
         (&["--version"], true),
         (&["completions", "bash"], true),
         (&["man"], true),
