@@ -674,10 +674,14 @@ impl Checked {
     }
 }
 
-/// The tool `dir` holds, loaded alone under `config`'s limits and grants.
-async fn load_alone(dir: &Path, mut config: Config) -> Result<Airlock, String> {
+/// The tool `dir` holds, loaded alone under `config`'s limits and grants:
+/// no bundled tools, no MCP servers, no `tool_search`, so the one entry is
+/// the component's.
+pub(crate) async fn load_alone(dir: &Path, mut config: Config) -> Result<Airlock, String> {
     config.tool_dirs = Some(vec![dir.to_path_buf()]);
     config.bundled_tools = false;
+    config.mcp_servers.clear();
+    config.tool_search = airlock_host::config::ToolSearchMode::Off;
     Airlock::new(config).await.map_err(|e| format!("{e:#}"))
 }
 

@@ -52,17 +52,13 @@ fn configuration(config: &Config) -> Finding {
         None => "none: the defaults (write ~/.config/airlock/airlock.toml, or pass --config)"
             .to_string(),
     };
-    let here = Path::new("airlock.toml");
-    let unread = here.is_file()
-        && std::fs::canonicalize(here).ok()
-            != config.source.as_ref().and_then(|s| s.canonicalize().ok());
+    let unread = crate::unread_project_config(config, Path::new("."));
     Finding {
         ok: true,
         what: "configuration",
-        said: if unread {
-            format!("{said}; ./airlock.toml is not read (pass --config airlock.toml)")
-        } else {
-            said
+        said: match unread {
+            Some(_) => format!("{said}; ./airlock.toml is not read (pass --config airlock.toml)"),
+            None => said,
         },
     }
 }

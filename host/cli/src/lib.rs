@@ -472,6 +472,14 @@ fn warn_of_unknown_tools(airlock: &Airlock) {
     }
 }
 
+/// `dir`'s `airlock.toml` when there is one and it is not the file
+/// `config` was read from (a project's own is never read implicitly).
+fn unread_project_config(config: &Config, dir: &Path) -> Option<PathBuf> {
+    let here = dir.join("airlock.toml");
+    let read = |p: &Path| p.canonicalize().ok();
+    (here.is_file() && config.source.as_deref().and_then(read) != read(&here)).then_some(here)
+}
+
 /// The configuration: the file, then the flags on top.
 fn config_from(cli: &Cli) -> Result<Config, String> {
     let mut config = match &cli.config {
@@ -481,9 +489,7 @@ fn config_from(cli: &Cli) -> Result<Config, String> {
     .map_err(|e| e.to_string())?;
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    let here = cwd.join("airlock.toml");
-    let read = |p: &Path| p.canonicalize().ok();
-    if here.is_file() && config.source.as_deref().and_then(read) != read(&here) {
+    if let Some(here) = unread_project_config(&config, &cwd) {
         eprintln!(
             "airlock: warning: {} is not read (a project's own configuration never grants \
              itself anything); to use it, pass --config {}",

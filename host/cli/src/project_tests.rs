@@ -19,8 +19,7 @@
 //! the other grants are the command line's.
 
 use crate::render::content_text;
-use airlock_host::config::ToolSearchMode;
-use airlock_host::{Airlock, AllowPrompter, Config, ToolOrigin, ToolUse};
+use airlock_host::{AllowPrompter, Config, ToolOrigin, ToolUse};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -163,17 +162,10 @@ async fn one(case: &Case, tools: &Path, config: &Config) -> Result<(), String> {
             .and_then(|()| std::fs::write(&file, text))
             .map_err(|e| format!("cannot write {path}: {e}"))?;
     }
-    // The component alone: no bundled tools, no MCP servers, no
-    // tool_search that could sort before it.
     let mut config = config.clone();
     config.workspace = Some(workspace.path().to_path_buf());
-    config.tool_dirs = Some(vec![tools.to_path_buf()]);
-    config.bundled_tools = false;
-    config.mcp_servers.clear();
-    config.tool_search = ToolSearchMode::Off;
-    let airlock = Airlock::new(config)
-        .await
-        .map_err(|e| format!("{e:#}"))?
+    let airlock = crate::author::load_alone(tools, config)
+        .await?
         .with_prompter(Arc::new(AllowPrompter));
     let component = ToolOrigin::File(tools.join("tool.wasm"));
     let tool = airlock
