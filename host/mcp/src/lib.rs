@@ -13,7 +13,7 @@ use http_front::{HttpFront, OrderedSessions, default_caller_sessions};
 use mapping::{logging, mcp_result};
 pub use server::McpServer;
 use server::{identity, narrowed, no_such_tool, tool_view};
-use turn::{Closed, Received, cancelled_by_client, wait_turn, waiting};
+use turn::{Acknowledging, Closed, Received, cancelled_by_client, wait_turn, waiting};
 use turns::{Answering, Ordered};
 
 use airlock_host::Airlock;

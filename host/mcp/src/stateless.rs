@@ -434,11 +434,13 @@ impl McpServer {
         &self,
         subscription: SubscriptionContext,
     ) -> Result<(), ErrorData> {
+        let extensions = &subscription.request_context().extensions;
+        if let Some(acknowledging) = extensions.get::<super::Acknowledging>() {
+            acknowledging.handed_over();
+        }
         let mut tools = self.session.host.tools.clone();
         tools.borrow_and_update();
-        let closed = subscription
-            .request_context()
-            .extensions
+        let closed = extensions
             .get::<super::Closed>()
             .map_or_else(CancellationToken::new, |c| c.0.clone());
         let ended = async {

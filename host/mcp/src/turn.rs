@@ -11,12 +11,30 @@ use rmcp::model::{ErrorCode, RequestId};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// Cancelled when the connection a request came on ends.
 #[derive(Clone)]
 pub(crate) struct Closed(pub(crate) CancellationToken);
+
+/// A `subscriptions/listen` that rmcp has not yet handed to the server.
+/// rmcp acknowledges a listen first and waits to learn that the
+/// acknowledgement was written, which only its running loop tells: a
+/// connection's end seen by that loop first left the listen waiting out
+/// rmcp's 5 s drain. [`Ordered`](crate::turns::Ordered) gives rmcp the end
+/// only once each listen was handed over ([`Acknowledging::handed_over`])
+/// or dropped unanswered.
+#[derive(Clone)]
+pub(crate) struct Acknowledging(pub(crate) Arc<Mutex<Option<mpsc::Sender<()>>>>);
+
+impl Acknowledging {
+    /// The listen reached the server: the connection's end no longer
+    /// waits for it.
+    pub(crate) fn handed_over(&self) {
+        lock(&self.0).take();
+    }
+}
 
 /// What a `tools/call` request carries from [`Ordered`] to the handler.
 #[derive(Clone)]

@@ -5,7 +5,7 @@
 
 use crate::lock;
 use crate::server::McpServer;
-use crate::turn::{Closed, Received, Replies, Turn, TurnInner, Turns};
+use crate::turn::{Acknowledging, Closed, Received, Replies, Turn, TurnInner, Turns};
 use crate::{lines, stdio_transport, tasks};
 use airlock_host::UseEvents;
 use rmcp::model::{
@@ -18,6 +18,9 @@ use rmcp::{Peer, RoleServer};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A connection's transport that gives each `tools/call` request, as it
@@ -35,16 +38,30 @@ pub(crate) struct Ordered<T> {
     replies: Replies<UseEvents>,
     pub(crate) closed: CancellationToken,
     answering: Option<Answering>,
+    /// A sender for each listen not yet handed to the server
+    /// ([`Acknowledging`]), and where their end is seen.
+    listens: Option<mpsc::Sender<()>>,
+    listens_handed_over: mpsc::Receiver<()>,
+    /// When the peer closed the connection, the time after which rmcp is
+    /// told even if a listen was not handed over.
+    ended: Option<Instant>,
 }
+
+/// How long the connection's end waits for listens to reach the server.
+const LISTENS_HANDED_OVER: Duration = Duration::from_secs(1);
 
 impl<T> Ordered<T> {
     pub(crate) fn new(inner: T) -> Ordered<T> {
+        let (listens, listens_handed_over) = mpsc::channel(1);
         Ordered {
             inner,
             turns: Arc::default(),
             replies: Replies::default(),
             closed: CancellationToken::new(),
             answering: None,
+            listens: Some(listens),
+            listens_handed_over,
+            ended: None,
         }
     }
 
@@ -87,6 +104,13 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if let Some(deadline) = self.ended {
+                // rmcp's loop runs on until then, so it tells each listen
+                // that its acknowledgement was written. (Dropped at this
+                // await, the next receive waits again.)
+                let _ = tokio::time::timeout_at(deadline, self.listens_handed_over.recv()).await;
+                return None;
+            }
             let message = self.receive_one().await;
             return match (&self.answering, message) {
                 (Some(answering), Some(JsonRpcMessage::Request(request))) => {
@@ -95,6 +119,7 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Ordered<T> {
                         Some(request) => Some(JsonRpcMessage::Request(request)),
                     }
                 }
+                (_, None) => continue,
                 (_, message) => message,
             };
         }
@@ -134,6 +159,10 @@ impl<T: Transport<RoleServer>> Ordered<T> {
                 // for the replies in flight.
                 if let ClientRequest::SubscriptionsListenRequest(listen) = request {
                     listen.extensions.insert(Closed(self.closed.clone()));
+                    let sender = self.listens.clone();
+                    listen
+                        .extensions
+                        .insert(Acknowledging(Arc::new(Mutex::new(sender))));
                 }
                 tasks::divert(request);
             }
@@ -150,7 +179,11 @@ impl<T: Transport<RoleServer>> Ordered<T> {
                 }
             }
             Some(_) => {}
-            None => self.closed.cancel(),
+            None => {
+                self.closed.cancel();
+                self.listens = None;
+                self.ended = Some(Instant::now() + LISTENS_HANDED_OVER);
+            }
         }
         message
     }
@@ -361,6 +394,96 @@ mod tests {
         async fn close(&mut self) -> Result<(), Self::Error> {
             Ok(())
         }
+    }
+
+    /// A transport whose client is the test, where the acknowledgement of
+    /// a listen is written only once the client has gone (`gone`): rmcp's
+    /// loop sees the connection's end before it learns the acknowledgement
+    /// was written.
+    struct AckWrittenLate {
+        from_client: tokio::sync::mpsc::UnboundedReceiver<ClientJsonRpcMessage>,
+        gone: Arc<tokio::sync::Notify>,
+    }
+
+    impl Transport<RoleServer> for AckWrittenLate {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            item: ServerJsonRpcMessage,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            let ack = matches!(&item, JsonRpcMessage::Notification(n)
+                if serde_json::to_value(&n.notification).unwrap()["method"]
+                    == "notifications/subscriptions/acknowledged");
+            let gone = self.gone.clone();
+            async move {
+                if ack {
+                    gone.notified().await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(())
+            }
+        }
+
+        async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+            let message = self.from_client.recv().await;
+            if message.is_none() {
+                self.gone.notify_one();
+            }
+            message
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    /// A 2026-07-28 client that opens a listen and goes before rmcp learns
+    /// that the acknowledgement was written: the server still ends at once
+    /// (it held its end for rmcp's 5 s drain, with the listen waiting for
+    /// that acknowledgement, and CI saw it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_gone_before_its_listen_was_acknowledged_ends_the_server_at_once() {
+        let host = McpHost::new(
+            Airlock::new(airlock_host::Config {
+                bundled_tools: false,
+                ..airlock_host::Config::default()
+            })
+            .await
+            .unwrap(),
+        );
+        let (client, from_client) = tokio::sync::mpsc::unbounded_channel();
+        let transport = Ordered::new(AckWrittenLate {
+            from_client,
+            gone: Arc::default(),
+        });
+        let listen = serde_json::json!({"jsonrpc": "2.0", "id": 1,
+            "method": "subscriptions/listen", "params": {
+                "notifications": {"toolsListChanged": true},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}});
+        client
+            .send(serde_json::from_value(listen).unwrap())
+            .unwrap();
+        let session = host.session();
+        let served = tokio::spawn(async move {
+            let running = session.serve(transport).await.unwrap();
+            running.waiting().await.unwrap()
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let ended = std::time::Instant::now();
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(10), served)
+            .await
+            .expect("the server ends")
+            .unwrap();
+        assert!(
+            ended.elapsed() < Duration::from_secs(2),
+            "the server took {:?} to end",
+            ended.elapsed()
+        );
     }
 
     /// An exclusive call sent right after another starts only once that
