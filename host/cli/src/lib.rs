@@ -315,10 +315,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::List { json, .. } => {
             printed(render::to_stdout(|out| render::list(&airlock, json, out)))
         }
-        Command::Describe { tool, json } => match airlock.registry().get(&tool) {
-            Some(entry) => printed(render::to_stdout(|out| render::describe(entry, json, out))),
-            None => no_such_tool(&airlock, &tool),
-        },
+        Command::Describe { tool, json } => describe(&airlock, &tool, json),
         Command::Approve { tool } => approve(&airlock, &tool),
         Command::Call {
             tool,
@@ -570,6 +567,30 @@ fn printed(written: Result<(), String>) -> ExitCode {
             eprintln!("airlock: {message}");
             ExitCode::from(EXIT_CALL_FAILED)
         }
+    }
+}
+
+/// `airlock describe`: a tool offered, or one refused its grants (what it
+/// asks for, then why it is unavailable, exiting as for no tool).
+fn describe(airlock: &Airlock, name: &str, json: bool) -> ExitCode {
+    let registry = airlock.registry();
+    if let Some(entry) = registry.get(name) {
+        return printed(render::to_stdout(|out| render::describe(entry, json, out)));
+    }
+    let why = registry
+        .failures()
+        .iter()
+        .find(|f| f.tool.as_deref() == Some(name))
+        .map(|f| f.error.to_string());
+    match (registry.refused(name), why) {
+        (Some(tool), Some(why)) => {
+            match render::to_stdout(|out| render::describe_refused(tool.as_ref(), &why, json, out))
+            {
+                Ok(()) => ExitCode::from(EXIT_NO_TOOL),
+                failed => printed(failed),
+            }
+        }
+        _ => no_such_tool(airlock, name),
     }
 }
 

@@ -6,9 +6,10 @@
 use airlock_host::Airlock;
 use airlock_host::Entry;
 use airlock_host::ToolResult;
+use airlock_host::grants::ToolGrants;
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::tool::ProgressEvent;
-use airlock_host::{ContentBlock, ToolOrigin};
+use airlock_host::{ContentBlock, Tool, ToolOrigin};
 use airlock_host::{Descriptor, SafetyFlags};
 use serde_json::json;
 use std::io::{self, Write};
@@ -242,29 +243,54 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool, out: &mut dyn Write) -> io:
 
 /// Prints one tool in full.
 pub(crate) fn describe(entry: &Entry, as_json: bool, out: &mut dyn Write) -> io::Result<()> {
-    let d = entry.descriptor();
+    describe_tool(
+        entry.tool.as_ref(),
+        entry.descriptor(),
+        Ok(&entry.grants),
+        as_json,
+        out,
+    )
+}
+
+/// Prints a tool that loaded but is not offered (`why`): what it is and
+/// what it asks for, so an operator can decide what to grant.
+pub(crate) fn describe_refused(
+    tool: &dyn Tool,
+    why: &str,
+    as_json: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    describe_tool(tool, tool.descriptor(), Err(why), as_json, out)
+}
+
+/// One tool in full, with its grants or why it is unavailable.
+fn describe_tool(
+    tool: &dyn Tool,
+    d: &Descriptor,
+    granted: Result<&ToolGrants, &str>,
+    as_json: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     if as_json {
         let mut value = serde_json::to_value(d).unwrap_or_default();
-        value["origin"] = serde_json::to_value(entry.tool.origin()).unwrap_or_default();
-        value["deny_all_imports"] = entry.tool.deny_all_imports().into();
+        value["origin"] = serde_json::to_value(tool.origin()).unwrap_or_default();
+        value["deny_all_imports"] = tool.deny_all_imports().into();
+        if let Err(why) = granted {
+            value["unavailable"] = why.into();
+        }
         return writeln!(
             out,
             "{}",
             serde_json::to_string_pretty(&value).unwrap_or_default()
         );
     }
-    let g = &entry.grants;
-    let workspace = match &g.workspace {
-        Some((ws, access)) => format!("{} ({})", ws.guest, access.min(&d.capabilities.workspace)),
-        None => "none granted".into(),
-    };
     writeln!(
         out,
         "{} — {}  (version {}, {})",
         d.name,
         one_line(&d.title, 80),
         one_line(&d.version, 40),
-        entry.tool.origin()
+        tool.origin()
     )?;
     if !d.aliases.is_empty() {
         writeln!(out, "aliases:     {}", d.aliases.join(", "))?;
@@ -282,22 +308,33 @@ pub(crate) fn describe(entry: &Entry, as_json: bool, out: &mut dyn Write) -> io:
             d.capabilities.env_vars.join(",")
         }
     )?;
-    writeln!(
-        out,
-        "granted:     workspace {workspace}, network {}, env {}, timeout {} ms",
-        if g.network.is_empty() {
-            "-".into()
-        } else {
-            g.network.join(",")
-        },
-        if g.env.is_empty() {
-            "-".into()
-        } else {
-            g.env.join(",")
-        },
-        g.timeout.as_millis()
-    )?;
-    let denied = entry.tool.deny_all_imports();
+    match granted {
+        Ok(g) => {
+            let workspace = match &g.workspace {
+                Some((ws, access)) => {
+                    format!("{} ({})", ws.guest, access.min(&d.capabilities.workspace))
+                }
+                None => "none granted".into(),
+            };
+            writeln!(
+                out,
+                "granted:     workspace {workspace}, network {}, env {}, timeout {} ms",
+                if g.network.is_empty() {
+                    "-".into()
+                } else {
+                    g.network.join(",")
+                },
+                if g.env.is_empty() {
+                    "-".into()
+                } else {
+                    g.env.join(",")
+                },
+                g.timeout.as_millis()
+            )?;
+        }
+        Err(why) => writeln!(out, "unavailable: {}", one_line(why, 400))?,
+    }
+    let denied = tool.deny_all_imports();
     if !denied.is_empty() {
         writeln!(
             out,

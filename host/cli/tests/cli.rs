@@ -252,6 +252,22 @@ fn describe_prints_the_prompt_schema_and_grants() {
     let out = airlock(home.path(), &["describe", "nope"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(text(&out.stderr).contains("no tool is named \"nope\""));
+
+    // A tool refused for want of a grant still shows what it asks for,
+    // then why it is not offered.
+    let out = airlock(home.path(), &["describe", "fetch"]);
+    assert_eq!(out.status.code(), Some(4));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("\"url\"")
+            && stdout.contains("unavailable: ")
+            && stdout.contains("wasi:http"),
+        "{stdout}"
+    );
+    let out = airlock(home.path(), &["describe", "--json", "fetch"]);
+    let described: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(described["unavailable"].is_string(), "{described}");
+    assert_eq!(described["name"], "fetch", "{described}");
 }
 
 #[test]

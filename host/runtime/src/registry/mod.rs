@@ -346,6 +346,20 @@ impl Registry {
             .collect()
     }
 
+    /// A tool that loaded but is not offered under `name`: refused for
+    /// its grants (a network tool granted no host) or its name. What it is
+    /// and asks for can still be shown; [`Registry::failures`] says why.
+    pub fn refused(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        if self.get(name).is_some() {
+            return None;
+        }
+        let failed = |n: &str| self.failures.iter().any(|f| f.tool.as_deref() == Some(n));
+        self.loaded
+            .iter()
+            .map(|l| &l.tool)
+            .find(|t| t.descriptor().name == name && failed(name))
+    }
+
     /// Every tool, sorted by name.
     pub fn entries(&self) -> Vec<&Arc<Entry>> {
         let mut all: Vec<_> = self.entries.iter().collect();
