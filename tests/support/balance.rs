@@ -68,28 +68,53 @@ pub struct Redis {
     _dir: tempfile::TempDir,
     /// Its port on 127.0.0.1.
     pub port: u16,
+    /// The arguments it was started with beside the port and the files.
+    args: Vec<String>,
 }
 
 impl Redis {
     /// Starts one, and waits until it accepts connections.
     pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// Starts one with more arguments (`--requirepass PW`, `--appendonly
+    /// yes`).
+    pub fn start_with(args: &[&str]) -> Redis {
         let dir = tempfile::tempdir().expect("a temp dir");
         let port = free_port();
+        let child = Redis::spawn(dir.path(), port, args);
+        Redis {
+            child,
+            _dir: dir,
+            port,
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// A server on `port` keeping nothing on disk unless `args` say
+    /// otherwise, once it accepts connections.
+    fn spawn(dir: &Path, port: u16, args: &[impl AsRef<std::ffi::OsStr>]) -> Child {
         let child = redis_server()
             .command()
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(dir.path())
+            .arg(dir)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server");
         wait_for(port, "redis-server");
-        Redis {
-            child,
-            _dir: dir,
-            port,
-        }
+        child
+    }
+
+    /// Kills it and starts it again on the same port: it comes back empty
+    /// (unless it keeps an append-only file), and the connections clients
+    /// held are closed.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = Redis::spawn(self._dir.path(), self.port, &self.args);
     }
 
     /// Its URL.

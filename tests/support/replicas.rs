@@ -1,5 +1,5 @@
 //! Airlock replicas for the scale-out tests and benches: a workspace and
-//! tool directory with the bundled `read`, `edit` and `cd`, a configuration
+//! tool directory with the bundled `read`, `edit`, `cd` and `sleep`, a configuration
 //! naming a context store, and `airlock mcp --http` processes on free
 //! loopback ports, each waited for until `/ready`, killed when dropped.
 //! Needs `debian` and `balance` beside it.
@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A workspace with `a.txt` and `sub/b.txt`, a tool directory with the
-/// bundled `read`, `edit` and `cd`, and a configuration allowing edits,
+/// bundled `read`, `edit`, `cd` and `sleep`, and a configuration allowing edits,
 /// with `store` as the context store.
 pub fn setup(dir: &Path, store: &str) -> (PathBuf, PathBuf) {
     let ws = dir.join("ws");
@@ -21,7 +21,7 @@ pub fn setup(dir: &Path, store: &str) -> (PathBuf, PathBuf) {
     std::fs::write(ws.join("c.txt"), "gamma\n").unwrap();
     let tools = dir.join("tools");
     std::fs::create_dir_all(&tools).unwrap();
-    for tool in ["read", "edit", "cd"] {
+    for tool in ["read", "edit", "cd", "sleep"] {
         let package = format!("airlock-tool-{tool}");
         let (_, bytes) = BUNDLED.iter().find(|(p, _)| *p == package).unwrap();
         std::fs::write(tools.join(format!("{tool}.wasm")), bytes).unwrap();
@@ -98,6 +98,28 @@ impl Replica {
         let mut reply = String::new();
         let _ = stream.read_to_string(&mut reply);
         reply.starts_with("HTTP/1.1 200")
+    }
+
+    /// Sends it SIGTERM (what Kubernetes sends a pod it stops).
+    pub fn terminate(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on the replica's own pid, which it has not
+        // reaped yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    }
+
+    /// Waits at most `within` for it to exit: its status, if it did.
+    pub fn exited(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Stops it now.

@@ -23,6 +23,7 @@
 mod debian;
 
 #[path = "../../../tests/support/balance.rs"]
+#[allow(dead_code, reason = "shared with the tests, which use all of it")]
 mod balance;
 
 #[path = "../../../tests/support/modern.rs"]
@@ -30,6 +31,7 @@ mod balance;
 mod modern;
 
 #[path = "../../../tests/support/replicas.rs"]
+#[allow(dead_code, reason = "shared with the tests, which use all of it")]
 mod replicas;
 
 use balance::{Nginx, Redis};

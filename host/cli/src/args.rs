@@ -315,6 +315,9 @@ pub(crate) enum Command {
         /// With --http: end a session after SECS without a request (0: never).
         #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http")]
         idle_timeout: u64,
+        /// With --http: on SIGTERM, stop taking requests (/ready answers 503) and give the calls in flight up to SECS to finish before exiting.
+        #[arg(long, value_name = "SECS", default_value_t = 20, requires = "http")]
+        drain_secs: u64,
         /// With --http: sessions open at once; a client that would open one more gets a 503 saying so.
         #[arg(long, value_name = "N", default_value_t = 1024, requires = "http",
               value_parser = clap::value_parser!(u32).range(1..))]

@@ -341,6 +341,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
             max_connections,
             header_timeout,
             idle_timeout,
+            drain_secs,
             max_sessions,
             max_sessions_per_caller,
             server_names,
@@ -402,8 +403,14 @@ async fn dispatch(cli: Cli) -> ExitCode {
                             max_caller_sessions: max_sessions_per_caller.map(|n| n as usize),
                             allowed_hosts: server_names,
                             auth,
+                            shutdown: signals::drain_on_terminate(),
+                            drain_grace: Duration::from_secs(drain_secs),
                         };
-                        host.serve_http(listener, &options).await
+                        let served = host.serve_http(listener, &options).await;
+                        if served.is_ok() && options.shutdown.is_cancelled() {
+                            return ExitCode::from(128 + 15);
+                        }
+                        served
                     }
                     Err(e) => {
                         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {

@@ -2,7 +2,9 @@
 //! command takes it), and Ctrl-C taken by `call` and `run` to cancel their
 //! call, which then exit 130.
 
+use airlock_host::tool::CancellationToken;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once a command cancels its own call on SIGINT (`call`, `run`):
@@ -27,6 +29,16 @@ pub(crate) fn interrupted_or(code: ExitCode) -> ExitCode {
     } else {
         code
     }
+}
+
+/// Set by a command that stops on SIGTERM by draining (`mcp --http`):
+/// the first SIGTERM cancels it instead of stopping at once; a second one
+/// (or SIGINT, SIGHUP) stops at once.
+static DRAIN: OnceLock<CancellationToken> = OnceLock::new();
+
+/// What the first SIGTERM cancels from now on (see [`DRAIN`]).
+pub(crate) fn drain_on_terminate() -> CancellationToken {
+    DRAIN.get_or_init(CancellationToken::new).clone()
 }
 
 /// Says that the command now handles SIGINT itself (see
@@ -54,6 +66,14 @@ pub(crate) async fn stop_signal() -> (&'static str, u8) {
             match signal(SignalKind::from_raw(number)) {
                 Ok(mut stream) => loop {
                     stream.recv().await;
+                    if number == libc::SIGTERM
+                        && let Some(drain) = DRAIN.get()
+                        && !drain.is_cancelled()
+                    {
+                        eprintln!("airlock: terminated; finishing the calls in flight");
+                        drain.cancel();
+                        continue;
+                    }
                     if number != libc::SIGINT || !INTERRUPT_IS_HANDLED.load(Ordering::SeqCst) {
                         return;
                     }

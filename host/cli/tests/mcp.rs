@@ -1111,7 +1111,8 @@ fn http_replies_are_one_json_object_unless_notifications_come_first() {
 
 /// Only `/mcp` is served; a body that is not a JSON-RPC message is a
 /// JSON-RPC error with status 400; `DELETE` ends a session with 204 (what
-/// MCP clients expect) and is 404 for an unknown one (issue 14).
+/// MCP clients expect) and is 404 for an unknown one (issue 14); a request
+/// in a session the server does not hold is 404 with a JSON-RPC error.
 #[test]
 fn http_answers_what_the_protocol_says() {
     let home = tempfile::tempdir().unwrap();
@@ -1138,7 +1139,19 @@ fn http_answers_what_the_protocol_says() {
     assert_eq!(client.ping(1).status, 200);
     let reply = client.request("DELETE", "/mcp", "");
     assert_eq!(reply.status, 204, "{}", reply.body);
-    assert_eq!(client.ping(2).status, 404, "the session ended");
+    // A session this server does not hold (ended, or opened on another
+    // replica) is a 404 a client can act on: a JSON-RPC error saying why.
+    let reply = client.ping(2);
+    assert_eq!(reply.status, 404, "the session ended");
+    let error = reply.message();
+    assert_eq!(error["error"]["code"], -32001, "{error}");
+    assert_eq!(error["id"], 2, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("another replica opened it")),
+        "{error}"
+    );
     assert_eq!(client.request("DELETE", "/mcp", "").status, 404);
 }
 

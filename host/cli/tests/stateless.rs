@@ -809,3 +809,197 @@ async fn a_context_in_redis_stays_its_creators_through_saves() {
         );
     }
 }
+
+/// A Redis that restarted empty (as the recipe's did without persistence)
+/// or evicted a context: the first command on each connection the store
+/// held is sent again on a new one (no "truncated reply"), the default
+/// context's next call is told its context was lost (never run from the
+/// workspace root as if nothing happened) and the one after starts fresh,
+/// and a named context is "lost by the store", not "never handed out".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_redis_lost_is_reported_never_silently_replaced() {
+    use airlock_host::context_store::{ContextError, ContextStore, Contexts};
+    use airlock_host::{Airlock, Config, ContextChange, Descriptor, SafetyFlags};
+    let mut redis = Redis::start();
+    let store = redis_store(&redis).await;
+    let contexts = Contexts::new(store.clone(), Duration::from_secs(60), "redis");
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    let airlock = Airlock::new(Config {
+        bundled_tools: false,
+        workspace: Some(ws.path().to_path_buf()),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let cd = |cx: &mut airlock_host::ToolContext| {
+        let mut d = Descriptor::new("t", "t");
+        d.capabilities.workspace = airlock_host::WorkspaceAccess::Read;
+        let grants = airlock.grants().for_tool("t").unwrap();
+        let call = grants.for_call(&d, SafetyFlags::empty(), &Default::default());
+        let change = [ContextChange::SetCwd { path: "sub".into() }];
+        assert!(cx.apply("t", &change, &call, true).is_empty());
+    };
+    let root = airlock.context().cwd().to_string();
+    let mut cx = airlock.context();
+    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
+    cd(&mut cx);
+    contexts.save(loaded, &cx).await.unwrap();
+    let mut cx = airlock.context();
+    let loaded = contexts.load(None, &mut cx).await.unwrap();
+    cd(&mut cx);
+    let named = contexts.save(loaded, &cx).await.unwrap().unwrap();
+    let mut cx = airlock.context();
+    contexts.load_default(&mut cx, None).await.unwrap();
+    assert_ne!(cx.cwd(), root);
+
+    redis.restart();
+    let lost = contexts
+        .load_default(&mut airlock.context(), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(lost, ContextError::Lost { id: None, .. }),
+        "{lost}"
+    );
+    assert!(
+        lost.to_string()
+            .contains("the context store lost the default context"),
+        "{lost}"
+    );
+    let mut cx = airlock.context();
+    contexts.load_default(&mut cx, None).await.unwrap();
+    assert_eq!(
+        cx.cwd(),
+        root,
+        "the next call starts fresh, and says nothing"
+    );
+    let lost = contexts
+        .load(Some(&named), &mut airlock.context())
+        .await
+        .unwrap_err();
+    assert!(
+        lost.to_string().contains("the context store lost context"),
+        "{lost}"
+    );
+    contexts.check().await.unwrap();
+
+    // An eviction of the default context (what `DEL` does to it).
+    let mut cx = airlock.context();
+    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
+    cd(&mut cx);
+    contexts.save(loaded, &cx).await.unwrap();
+    store.remove("default").await.unwrap();
+    let lost = contexts
+        .load_default(&mut airlock.context(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(lost, ContextError::Lost { .. }), "{lost}");
+
+    redis.stop();
+    let down = contexts.check().await.unwrap_err();
+    assert!(matches!(down, ContextError::Store { .. }), "{down}");
+}
+
+/// A store whose password comes from a file (the recipe's mounted Secret):
+/// read when a connection opens, so a wrong or missing one is an error
+/// that names the file or the refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_password_comes_from_a_file() {
+    use airlock_host::Config;
+    use airlock_host::config::ContextStoreUrl;
+    use airlock_host::context_store::Contexts;
+    let redis = Redis::start_with(&["--requirepass", "s3cret"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = |file: &str| {
+        let text = format!(
+            "[contexts]\nstore = \"{}\"\npassword_file = \"{file}\"\n",
+            redis.url()
+        );
+        Contexts::from_config(&Config::from_toml(&text, Some(dir.path())).unwrap().contexts)
+    };
+    std::fs::write(dir.path().join("password"), "s3cret\n").unwrap();
+    config("password").check().await.unwrap();
+    std::fs::write(dir.path().join("wrong"), "nope\n").unwrap();
+    let refused = config("wrong").check().await.unwrap_err().to_string();
+    assert!(refused.contains("refused the password"), "{refused}");
+    let missing = config("missing").check().await.unwrap_err().to_string();
+    assert!(
+        missing.contains("password file") && missing.contains("missing"),
+        "{missing}"
+    );
+    // Without one, the server's refusal is the error.
+    let url = ContextStoreUrl::try_from(redis.url()).unwrap();
+    let store = airlock_host::context_store::Redis::new(url);
+    assert!(store.ping().await.is_err());
+}
+
+/// The recipe's store keeps an append-only file: killed and restarted, it
+/// comes back with the contexts it acknowledged, and a replica goes on
+/// with them (its old connections resent on new ones) without an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_with_its_append_only_file_restarts_without_losing_a_context() {
+    use airlock_host::context_store::{ContextStore, Contexts, Fields};
+    let mut redis = Redis::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let store = redis_store(&redis).await;
+    let ttl = Duration::from_secs(60);
+    let contexts = Contexts::new(store.clone(), ttl, "redis");
+    let set: Fields = [("env:A".to_string(), "1".to_string())].into();
+    store.merge("default", &set, &[], ttl).await.unwrap();
+    let airlock = airlock_host::Airlock::new(airlock_host::Config {
+        bundled_tools: false,
+        ..airlock_host::Config::default()
+    })
+    .await
+    .unwrap();
+    contexts
+        .load_default(&mut airlock.context(), None)
+        .await
+        .unwrap();
+    redis.restart();
+    let mut cx = airlock.context();
+    contexts.load_default(&mut cx, None).await.unwrap();
+    assert_eq!(cx.env().get("A").map(String::as_str), Some("1"));
+}
+
+/// SIGTERM (a pod being stopped) with a call in flight: the replica stops
+/// taking connections at once, answers the call in full, then exits 143;
+/// before, it closed the connection without an answer.
+#[test]
+fn sigterm_drains_the_calls_in_flight_before_exiting() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let (_ws, config) = setup(dir.path(), "memory");
+    let mut replica = Replica::start(dir.path(), &config);
+    let addr = format!("127.0.0.1:{}", replica.port);
+    let body = call(1, "sleep", json!({"ms": 1500}), Cx::Default).to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: sleep\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let answer = std::thread::spawn(move || {
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        reply
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    replica.terminate();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "no connection is taken once it is stopping"
+    );
+    let status = replica.exited(Duration::from_secs(15));
+    let reply = answer.join().unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(
+        reply.contains(r#""isError":false"#),
+        "the call in flight is answered in full: {reply}"
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(143), "{status:?}");
+}

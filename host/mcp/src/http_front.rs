@@ -8,6 +8,7 @@ use crate::server::McpServer;
 use crate::turns::Ordered;
 use crate::{HEALTH_PATH, MCP_PATH, READY_PATH, admission, auth, callers, sse, tasks};
 use airlock_host::Airlock;
+use airlock_host::context_store::Contexts;
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// The limits of [`McpHost::serve_http`].
 #[derive(Clone, Debug)]
@@ -53,11 +55,19 @@ pub struct HttpOptions {
     /// The access tokens `/mcp` requires, when it requires any
     /// ([`auth::Authenticator`]).
     pub auth: Option<Arc<auth::Authenticator>>,
+    /// Cancelled to stop serving (on SIGTERM): `/ready` answers 503 at
+    /// once, no connection is accepted, each open one closes after the
+    /// request it is answering, and [`McpHost::serve_http`](crate::McpHost::serve_http)
+    /// returns once they all closed or `drain_grace` passed.
+    pub shutdown: CancellationToken,
+    /// How long calls in flight get to finish once `shutdown` is
+    /// cancelled.
+    pub drain_grace: Duration,
 }
 
 impl Default for HttpOptions {
     /// 1024 connections, 1024 sessions; a request's head within 30 s;
-    /// sessions end after 5 minutes idle.
+    /// sessions end after 5 minutes idle; never shut down; 20 s to drain.
     fn default() -> HttpOptions {
         HttpOptions {
             max_connections: 1024,
@@ -67,6 +77,8 @@ impl Default for HttpOptions {
             max_caller_sessions: None,
             allowed_hosts: Vec::new(),
             auth: None,
+            shutdown: CancellationToken::new(),
+            drain_grace: Duration::from_secs(20),
         }
     }
 }
@@ -82,6 +94,10 @@ pub(crate) struct HttpFront {
     pub(crate) service: StreamableHttpService<McpServer, OrderedSessions>,
     pub(crate) sessions: Arc<OrderedSessions>,
     pub(crate) compiled: Arc<AtomicBool>,
+    /// The context store, which `/ready` asks.
+    pub(crate) contexts: Contexts,
+    /// Cancelled when the server stops ([`HttpOptions::shutdown`]).
+    pub(crate) shutdown: CancellationToken,
     pub(crate) max_body: usize,
     pub(crate) max_sessions: usize,
     pub(crate) auth: Option<Arc<auth::Authenticator>>,
@@ -109,14 +125,26 @@ impl HttpFront {
         match path {
             MCP_PATH => {}
             HEALTH_PATH => return plain(http::StatusCode::OK, "ok"),
-            READY_PATH if self.compiled.load(Ordering::Acquire) => {
-                return plain(http::StatusCode::OK, "ready");
+            READY_PATH if self.shutdown.is_cancelled() => {
+                return plain(
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    "Service Unavailable: stopping, finishing the calls in flight",
+                );
             }
-            READY_PATH => {
+            READY_PATH if !self.compiled.load(Ordering::Acquire) => {
                 return plain(
                     http::StatusCode::SERVICE_UNAVAILABLE,
                     "Service Unavailable: the tools are still being compiled",
                 );
+            }
+            READY_PATH => {
+                return match self.contexts.check().await {
+                    Ok(()) => plain(http::StatusCode::OK, "ready"),
+                    Err(e) => plain(
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        &format!("Service Unavailable: {e}"),
+                    ),
+                };
             }
             _ => {
                 return plain(
@@ -156,12 +184,18 @@ impl HttpFront {
         if let (Some(caller), Some(session)) = (&caller, &session)
             && !self.sessions.callers.opened(session, caller)
         {
-            return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
+            return session_not_found(b"");
         }
         match *request.method() {
             http::Method::POST => self.post(request, caller.as_deref()).await,
             http::Method::DELETE => self.delete(request).await,
-            _ => self.service.handle(request).await,
+            _ => {
+                let response = self.service.handle(request).await;
+                if response.status() == http::StatusCode::NOT_FOUND && session.is_some() {
+                    return session_not_found(b"");
+                }
+                response
+            }
         }
     }
 
@@ -211,7 +245,7 @@ impl HttpFront {
         let mut response = self.service.handle(request).await;
         if response.status() == http::StatusCode::ACCEPTED {
             if !known {
-                return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
+                return session_not_found(b"");
             }
             *response.status_mut() = http::StatusCode::NO_CONTENT;
         }
@@ -278,7 +312,8 @@ impl HttpFront {
         // under its caller's share and under the cap first, given back
         // unless a session was opened (then when the session ends), also
         // when the client leaves before the answer.
-        let opens = !parts.headers.contains_key("mcp-session-id") && opens_session(&bytes);
+        let names_session = parts.headers.contains_key("mcp-session-id");
+        let opens = !names_session && opens_session(&bytes);
         let place = match opens {
             true => match self.take_place(caller) {
                 Ok(place) => Some(place),
@@ -298,6 +333,9 @@ impl HttpFront {
         }
         if json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
             return unreadable_message(&bytes);
+        }
+        if response.status() == http::StatusCode::NOT_FOUND && names_session {
+            return session_not_found(&bytes);
         }
         let streams = response
             .headers()
@@ -444,11 +482,7 @@ pub(crate) enum SessionCap {
 }
 
 pub(crate) fn too_many_sessions(body: &[u8], cap: SessionCap) -> http::Response<HttpBody> {
-    let id = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("id").cloned())
-        .filter(|id| id.is_string() || id.is_number())
-        .unwrap_or_default();
+    let id = request_id(body);
     let message = match cap {
         SessionCap::Server(max) => format!(
             "this server has {max} MCP sessions open, its limit (`airlock mcp --max-sessions`): \
@@ -499,6 +533,35 @@ pub(crate) fn default_caller_sessions(max_sessions: usize) -> usize {
 }
 
 /// A JSON-RPC error response (status 400 until the caller changes it).
+/// The id of the request in `body`, or null.
+fn request_id(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .filter(|id| id.is_string() || id.is_number())
+        .unwrap_or_default()
+}
+
+/// The 404 for a session this server does not hold (MCP clients start a
+/// new session on it), as a JSON-RPC error that says why it may be so
+/// and what to do; `body` is the request's, for its id.
+pub(crate) fn session_not_found(body: &[u8]) -> http::Response<HttpBody> {
+    let mut response = json_error(
+        request_id(body),
+        SESSION_NOT_FOUND,
+        "Session not found: this server holds no session by that id. It ended (an idle \
+         session ends after `--idle-timeout`), or another replica opened it: a session of MCP \
+         2025-11-25 and older lives in the replica that opened it, so each client must reach \
+         one replica (session affinity); MCP 2026-07-28 needs none. Start a new session \
+         (initialize).",
+    );
+    *response.status_mut() = http::StatusCode::NOT_FOUND;
+    response
+}
+
+/// The JSON-RPC error code of [`session_not_found`] (the MCP SDKs' own).
+const SESSION_NOT_FOUND: i32 = -32001;
+
 pub(crate) fn json_error(
     id: serde_json::Value,
     code: i32,

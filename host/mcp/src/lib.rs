@@ -234,7 +234,10 @@ impl McpHost {
     /// agent context) per client; requests whose `Origin` is not this
     /// server are refused (403). `/health` answers 200 while the server
     /// runs, `/ready` 200 once every tool is compiled and 503 before (for
-    /// a load balancer's or Kubernetes' probes). Returns only on an error
+    /// a load balancer's or Kubernetes' probes), and 503 while the context
+    /// store cannot be reached or the server is stopping. Returns once
+    /// [`HttpOptions::shutdown`] is cancelled and the calls in flight
+    /// finished (or [`HttpOptions::drain_grace`] passed), or on an error
     /// that is not a failed `accept`: those are logged and retried.
     pub async fn serve_http(
         &self,
@@ -264,6 +267,8 @@ impl McpHost {
             service,
             sessions,
             compiled: self.compiled.clone(),
+            contexts: self.contexts.clone(),
+            shutdown: options.shutdown.clone(),
             max_body,
             max_sessions: options.max_sessions.max(1),
             auth: options.auth.clone(),
@@ -275,8 +280,16 @@ impl McpHost {
         let admission = admission::Admission::new(options.max_connections);
         let header_timeout = options.header_timeout;
         let mut backoff = ACCEPT_BACKOFF_MIN;
+        let shutdown = options.shutdown.clone();
+        // Each connection's task holds a sender: all are gone once every
+        // connection closed.
+        let (open, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
         loop {
-            let stream = match listener.accept().await {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = shutdown.cancelled() => break,
+            };
+            let stream = match accepted {
                 Ok((stream, _)) => {
                     backoff = ACCEPT_BACKOFF_MIN;
                     stream
@@ -298,7 +311,9 @@ impl McpHost {
             }
             let connection = Arc::new(admission.admit());
             let front = front.clone();
+            let (open, shutdown) = (open.clone(), shutdown.clone());
             tokio::spawn(async move {
+                let _open = open;
                 let served = connection.clone();
                 let service = hyper::service::service_fn(move |request| {
                     let front = front.clone();
@@ -312,14 +327,43 @@ impl McpHost {
                     .timer(hyper_util::rt::TokioTimer::new())
                     .header_read_timeout(header_timeout)
                     .serve_connection(io, service);
-                tokio::select! {
-                    served = serving => if let Err(e) = served {
-                        tracing::debug!("an MCP connection ended: {e}");
-                    },
-                    () = connection.evicted() => {}
+                let mut serving = std::pin::pin!(serving);
+                let mut stopping = false;
+                loop {
+                    tokio::select! {
+                        served = serving.as_mut() => {
+                            if let Err(e) = served {
+                                tracing::debug!("an MCP connection ended: {e}");
+                            }
+                            break;
+                        }
+                        () = connection.evicted() => break,
+                        // The request it is answering is answered, then it
+                        // closes.
+                        () = shutdown.cancelled(), if !stopping => {
+                            stopping = true;
+                            serving.as_mut().graceful_shutdown();
+                        }
+                    }
                 }
             });
         }
+        drop((listener, open));
+        let grace = options.drain_grace;
+        tracing::info!(
+            "stopping: finishing the calls in flight (at most {} s)",
+            grace.as_secs()
+        );
+        if tokio::time::timeout(grace, all_closed.recv())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "calls were still in flight after {} s: cut",
+                grace.as_secs()
+            );
+        }
+        Ok(())
     }
 }
 

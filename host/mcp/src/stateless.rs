@@ -192,8 +192,9 @@ pub(crate) fn is_stateless(meta: &RequestMetaObject) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
-/// A context error as the client gets it: an id the store does not hold is
-/// the client's to fix (invalid params), a store that failed is ours.
+/// A context error as the client gets it: an id the store does not hold
+/// (or lost) is the client's to fix (invalid params), a store that failed
+/// or lost the default context is ours.
 fn context_error(e: &ContextError) -> ErrorData {
     match e {
         ContextError::Unknown { id, .. } => ErrorData::invalid_params(
@@ -202,6 +203,14 @@ fn context_error(e: &ContextError) -> ErrorData {
                  the default context"
             ),
             Some(serde_json::json!({ "context": id })),
+        ),
+        ContextError::Lost { id: Some(id), .. } => ErrorData::invalid_params(
+            format!("{e} (send _meta[\"{CONTEXT_META}\"] = \"{NEW}\")"),
+            Some(serde_json::json!({ "context": id, "lost": true })),
+        ),
+        ContextError::Lost { id: None, .. } => ErrorData::internal_error(
+            e.to_string(),
+            Some(serde_json::json!({ "context": "default", "lost": true })),
         ),
         ContextError::Store { .. } => ErrorData::internal_error(e.to_string(), None),
     }

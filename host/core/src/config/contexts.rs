@@ -19,6 +19,14 @@ use serde::Deserialize;
 /// assert_eq!((host.as_str(), *port, *db, password.as_deref()), ("10.0.0.5", 6380, 2, Some("secret")));
 /// assert_eq!(config.contexts.ttl_secs, 3600);
 /// assert!(Config::from_toml("[contexts]\nstore = \"mysql://x\"", None).is_err());
+///
+/// // The password from a file (a mounted Secret), read when connecting.
+/// let config = Config::from_toml(
+///     "[contexts]\nstore = \"redis://r:6379\"\npassword_file = \"/etc/airlock-redis/password\"",
+///     None,
+/// ).unwrap();
+/// assert!(config.contexts.password_file.is_some());
+/// assert!(Config::from_toml("[contexts]\npassword_file = \"/x\"", None).is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +39,29 @@ pub struct ContextsConfig {
     /// at least 1).
     #[serde(default = "a_day")]
     pub ttl_secs: u64,
+    /// A file holding the Redis password (a mounted Kubernetes Secret),
+    /// for a `store` URL that names none: read each time a connection is
+    /// opened (so a rotated Secret is picked up), its trailing newline
+    /// dropped.
+    #[serde(default)]
+    pub password_file: Option<std::path::PathBuf>,
+}
+
+impl ContextsConfig {
+    /// What no file has to be read for: a `password_file` for a Redis
+    /// store whose URL names no password.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        match (&self.password_file, &self.store) {
+            (None, _) => Ok(()),
+            (Some(_), ContextStoreUrl::Redis { password: None, .. }) => Ok(()),
+            (Some(_), ContextStoreUrl::Redis { .. }) => {
+                Err("contexts.password_file and a password in contexts.store: give one".into())
+            }
+            (Some(_), ContextStoreUrl::Memory) => {
+                Err("contexts.password_file is for a redis:// store".into())
+            }
+        }
+    }
 }
 
 impl Default for ContextsConfig {
@@ -38,6 +69,7 @@ impl Default for ContextsConfig {
         ContextsConfig {
             store: ContextStoreUrl::Memory,
             ttl_secs: a_day(),
+            password_file: None,
         }
     }
 }

@@ -66,6 +66,13 @@ impl Config {
         if let Some(dir) = &mut config.results_dir {
             fix(dir);
         }
+        if let Some(file) = &mut config.contexts.password_file {
+            fix(file);
+        }
+        config.contexts.check().map_err(|message| ConfigError {
+            path: base.display().to_string(),
+            message,
+        })?;
         if let Some(dir) = &mut config.cache_dir {
             fix(dir);
         }

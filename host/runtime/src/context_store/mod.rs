@@ -13,9 +13,16 @@
 //! never handed out) is an error, never a fresh empty context, and so is a
 //! store that cannot be reached: an `edit` never passes its read check
 //! because the store forgot the read. The default context
-//! ([`Contexts::load_default`]), shared by the calls that name none, is the
-//! one exception by design: it has no id, and until a call changes it, it
-//! is a fresh context.
+//! ([`Contexts::load_default`]), shared by the calls that name none, has no
+//! id, and until a call changes it, it is a fresh context.
+//!
+//! A context this process saw the store hold that the store no longer
+//! holds was lost (evicted, expired, or gone with a restart that kept
+//! nothing): [`ContextError::Lost`] says so, and a default context is
+//! never silently replaced by a fresh one: the call that finds it gone
+//! fails, saying so, and the next one starts fresh. A context only other
+//! replicas used is, to this one, unknown (the message says a store may
+//! have lost it).
 //!
 //! A context created by an authenticated caller is that caller's
 //! ([`Contexts::load_as`]): its id names it for its owner alone, and for
@@ -50,9 +57,9 @@ pub use redis::Redis;
 use crate::context::ToolContext;
 use airlock_core::config::{ContextStoreUrl, ContextsConfig};
 use async_trait::async_trait;
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// A context's fields, by name.
 pub type Fields = BTreeMap<String, String>;
@@ -91,6 +98,12 @@ pub trait ContextStore: Send + Sync + 'static {
 
     /// Forgets context `id` (nothing happens when the store holds none).
     async fn remove(&self, id: &str) -> Result<(), StoreError>;
+
+    /// Whether the store answers (a remote one is asked; one in this
+    /// process always does).
+    async fn check(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Sets `set` and removes `remove` in `fields`: one write of a context, as
@@ -122,6 +135,17 @@ pub enum ContextError {
         /// How long an unused context lives.
         ttl: Duration,
     },
+    /// The store no longer holds a context this process saw it hold:
+    /// evicted, expired, or gone with a restart that kept nothing.
+    Lost {
+        /// The context's id (shown cleaned and capped); `None` for a
+        /// default context, which the next call finds fresh.
+        id: Option<String>,
+        /// How long before this process last used it.
+        ago: Duration,
+        /// How long an unused context lives.
+        ttl: Duration,
+    },
     /// The store failed.
     Store {
         /// The store (a URL without its password).
@@ -136,10 +160,36 @@ impl std::fmt::Display for ContextError {
         match self {
             ContextError::Unknown { id, ttl } => write!(
                 f,
-                "there is no context {id:?}: it was never handed out, or it expired after {} s \
-                 unused; start a new context",
+                "there is no context {id:?}: it was never handed out, it expired after {} s \
+                 unused, or the context store lost it; start a new context",
                 ttl.as_secs()
             ),
+            ContextError::Lost { id, ago, ttl } => {
+                let which = match id {
+                    Some(id) => format!("context {id:?}"),
+                    None => "the default context".to_string(),
+                };
+                if ago >= ttl {
+                    write!(f, "{which} expired after {} s unused", ttl.as_secs())?;
+                } else {
+                    write!(
+                        f,
+                        "the context store lost {which}, last used {} s ago (well within its \
+                         {} s lifetime): it was evicted, or the store restarted without keeping \
+                         it",
+                        ago.as_secs(),
+                        ttl.as_secs()
+                    )?;
+                }
+                f.write_str(
+                    ". Its working directory, environment and the files it had read are \
+                     gone, so this call did not run",
+                )?;
+                match id {
+                    Some(_) => f.write_str("; start a new context"),
+                    None => f.write_str("; the next call starts from a fresh default context"),
+                }
+            }
             ContextError::Store { store, message } => write!(
                 f,
                 "the context store {store} failed ({message}); the context could not be used, \
@@ -157,6 +207,38 @@ pub struct Contexts {
     store: Arc<dyn ContextStore>,
     ttl: Duration,
     name: String,
+    seen: Arc<Mutex<Seen>>,
+}
+
+/// The contexts this process saw the store hold, by store key, with when
+/// each was last used here: what tells a context the store lost from one
+/// it never held. Bounded: past [`SEEN_KEPT`], contexts unused for a
+/// lifetime are forgotten, then the older half.
+#[derive(Default)]
+struct Seen(HashMap<String, Instant>);
+
+/// How many contexts [`Seen`] keeps.
+const SEEN_KEPT: usize = 1 << 16;
+
+impl Seen {
+    fn used(&mut self, key: &str, ttl: Duration) {
+        let now = Instant::now();
+        if self.0.len() >= SEEN_KEPT && !self.0.contains_key(key) {
+            self.0.retain(|_, at| now.duration_since(*at) < ttl);
+            if self.0.len() >= SEEN_KEPT {
+                let mut times: Vec<Instant> = self.0.values().copied().collect();
+                times.sort_unstable();
+                let median = times[times.len() / 2];
+                self.0.retain(|_, at| *at > median);
+            }
+        }
+        self.0.insert(key.to_string(), now);
+    }
+
+    /// How long ago `key` was last used here, forgetting it.
+    fn forget(&mut self, key: &str) -> Option<Duration> {
+        self.0.remove(key).map(|at| at.elapsed())
+    }
 }
 
 impl std::fmt::Debug for Contexts {
@@ -249,6 +331,7 @@ impl Contexts {
             store,
             ttl,
             name: name.into(),
+            seen: Arc::default(),
         }
     }
 
@@ -257,7 +340,9 @@ impl Contexts {
         let ttl = Duration::from_secs(config.ttl_secs.max(1));
         let store: Arc<dyn ContextStore> = match &config.store {
             ContextStoreUrl::Memory => Arc::new(Memory::default()),
-            url @ ContextStoreUrl::Redis { .. } => Arc::new(Redis::new(url.clone())),
+            url @ ContextStoreUrl::Redis { .. } => {
+                Arc::new(Redis::new(url.clone()).with_password_file(config.password_file.clone()))
+            }
         };
         Contexts::new(store, ttl, config.store.to_string())
     }
@@ -265,6 +350,12 @@ impl Contexts {
     /// How long an unused context lives.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// Whether the store answers: a replica that cannot reach it is not
+    /// ready (its calls would fail).
+    pub async fn check(&self) -> Result<(), ContextError> {
+        self.store.check().await.map_err(|e| self.failed(e))
     }
 
     /// The secret named `name`: 32 random bytes, the same for every
@@ -380,23 +471,33 @@ impl Contexts {
             });
         };
         let unknown = || ContextError::Unknown {
-            id: crate::sanitize::clean_capped(id, crate::sanitize::Sink::Line, 80),
+            id: unknown_id(id),
             ttl: self.ttl,
         };
         if !is_context_id(id) {
             return Err(unknown());
         }
-        let mut fields = self
+        let fields = self
             .store
             .load(id, self.ttl)
             .await
-            .map_err(|e| self.failed(e))?
-            .ok_or_else(unknown)?;
+            .map_err(|e| self.failed(e))?;
+        let Some(mut fields) = fields else {
+            return Err(match self.forget(id) {
+                Some(ago) => ContextError::Lost {
+                    id: Some(unknown_id(id)),
+                    ago,
+                    ttl: self.ttl,
+                },
+                None => unknown(),
+            });
+        };
         // Someone else's context is, to this caller, one the store does
         // not hold: the answer does not say it exists.
         if fields.remove(FIELD_OWNER) != owner {
             return Err(unknown());
         }
+        self.used(id);
         cx.restore_fields(&fields);
         cx.set_tenant(id);
         cx.set_results_key(id);
@@ -412,10 +513,13 @@ impl Contexts {
     }
 
     /// Restores the default context into `cx` (a fresh context of the
-    /// host): the one calls share when they name no context. It always
-    /// exists: until a call changes it, it is a fresh context. With an
-    /// `owner` (an authenticated caller, as an opaque key), it is that
-    /// owner's default context, shared with no other.
+    /// host): the one calls share when they name no context. Until a call
+    /// changes it, it is a fresh context. With an `owner` (an authenticated
+    /// caller, as an opaque key), it is that owner's default context,
+    /// shared with no other. One this process saw the store hold and the
+    /// store lost is [`ContextError::Lost`], never a fresh one in its
+    /// place; the store then holds a fresh one (so other replicas do not
+    /// report the loss again), which the next call gets.
     pub async fn load_default(
         &self,
         cx: &mut ToolContext,
@@ -429,10 +533,24 @@ impl Contexts {
             .map_err(|e| self.failed(e))?;
         let before = match fields {
             Some(fields) => {
+                self.used(&key);
                 cx.restore_fields(&fields);
                 fields
             }
-            None => cx.to_fields(),
+            None => {
+                if let Some(ago) = self.forget(&key) {
+                    self.store
+                        .merge(&key, &Fields::new(), &[], self.ttl)
+                        .await
+                        .map_err(|e| self.failed(e))?;
+                    return Err(ContextError::Lost {
+                        id: None,
+                        ago,
+                        ttl: self.ttl,
+                    });
+                }
+                cx.to_fields()
+            }
         };
         cx.set_tenant(&key);
         cx.set_results_key(&key);
@@ -448,6 +566,7 @@ impl Contexts {
     /// that names no context starts from a fresh one.
     pub async fn forget_default(&self, owner: Option<&str>) -> Result<(), ContextError> {
         let key = default_key(owner);
+        self.forget(&key);
         self.store.remove(&key).await.map_err(|e| self.failed(e))
     }
 
@@ -481,6 +600,7 @@ impl Contexts {
                         .merge(&key, &set, &remove, self.ttl)
                         .await
                         .map_err(|e| self.failed(e))?;
+                    self.used(&key);
                 }
                 Ok(None)
             }
@@ -494,6 +614,7 @@ impl Contexts {
                     .create(&id, &created, self.ttl)
                     .await
                     .map_err(|e| self.failed(e))?;
+                self.used(&id);
                 Ok(Some(id))
             }
             Place::Stored(id) if unchanged => Ok(Some(id)),
@@ -506,10 +627,26 @@ impl Contexts {
                 {
                     Ok(Some(id))
                 } else {
-                    Err(ContextError::Unknown { id, ttl: self.ttl })
+                    // It was loaded for this call: the store lost it since.
+                    let ago = self.forget(&id).unwrap_or_default();
+                    Err(ContextError::Lost {
+                        id: Some(id),
+                        ago,
+                        ttl: self.ttl,
+                    })
                 }
             }
         }
+    }
+
+    /// Notes that the store held context `key` just now.
+    fn used(&self, key: &str) {
+        lock(&self.seen).used(key, self.ttl);
+    }
+
+    /// How long ago the store was last seen to hold `key`, if it was.
+    fn forget(&self, key: &str) -> Option<Duration> {
+        lock(&self.seen).forget(key)
     }
 
     fn failed(&self, e: StoreError) -> ContextError {
@@ -518,6 +655,15 @@ impl Contexts {
             message: e.0,
         }
     }
+}
+
+fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
+    seen.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An id a client sent, as an error shows it.
+fn unknown_id(id: &str) -> String {
+    crate::sanitize::clean_capped(id, crate::sanitize::Sink::Line, 80)
 }
 
 /// A new context id: 128 random bits.

@@ -5,11 +5,13 @@
 //! round trip, atomic on the server): an update applies to a context that
 //! exists or to nothing. The client speaks RESP2 over a small pool of
 //! connections; each command has a deadline, and a connection that failed
-//! is dropped (the next command opens a new one).
+//! is dropped (a command that failed on an idle one is sent again on a new
+//! one).
 
 use super::{ContextStore, Fields, StoreError};
 use airlock_core::config::ContextStoreUrl;
 use async_trait::async_trait;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -56,6 +58,7 @@ const CREATED: &str = "created";
 /// Contexts in Redis.
 pub struct Redis {
     url: ContextStoreUrl,
+    password_file: Option<PathBuf>,
     idle: Mutex<Vec<Connection>>,
 }
 
@@ -65,8 +68,33 @@ impl Redis {
     pub fn new(url: ContextStoreUrl) -> Redis {
         Redis {
             url,
+            password_file: None,
             idle: Mutex::default(),
         }
+    }
+
+    /// The password is read from `file` (its trailing newline dropped)
+    /// each time a connection is opened, for a URL that names none.
+    pub fn with_password_file(mut self, file: Option<PathBuf>) -> Redis {
+        self.password_file = file;
+        self
+    }
+
+    /// A new connection, with the password from the file if there is one.
+    async fn open(&self) -> Result<Connection, StoreError> {
+        let password = match &self.password_file {
+            None => None,
+            Some(file) => {
+                let text = tokio::fs::read_to_string(file).await.map_err(|e| {
+                    StoreError(format!(
+                        "the password file {} cannot be read: {e}",
+                        file.display()
+                    ))
+                })?;
+                Some(text.trim_end_matches(['\n', '\r']).to_string())
+            }
+        };
+        Connection::open(&self.url, password.as_deref()).await
     }
 
     /// Sends `PING`: whether the server answers.
@@ -106,14 +134,26 @@ impl Redis {
     }
 
     /// Runs one command on an idle connection (or a new one); a
-    /// connection is kept only after a complete reply.
+    /// connection is kept only after a complete reply. A command that
+    /// fails on an idle connection (the server restarted, or closed idle
+    /// clients) is sent again once on a new one, and the other idle ones
+    /// are dropped: every command sent here is idempotent.
     async fn command(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let attempt = async {
-            let mut connection = match idle {
-                Some(c) => c,
-                None => Connection::open(&self.url).await?,
-            };
+            if let Some(mut connection) = idle {
+                match connection.send(args).await {
+                    Ok(reply) => return Ok((connection, reply)),
+                    Err(e) => {
+                        tracing::debug!(
+                            "an idle connection to {} failed ({e}): reconnecting",
+                            self.url
+                        );
+                        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                    }
+                }
+            }
+            let mut connection = self.open().await?;
             let reply = connection.send(args).await?;
             Ok::<_, StoreError>((connection, reply))
         };
@@ -190,6 +230,10 @@ impl ContextStore for Redis {
         Ok(Some(fields))
     }
 
+    async fn check(&self) -> Result<(), StoreError> {
+        self.ping().await
+    }
+
     async fn create(&self, id: &str, fields: &Fields, ttl: Duration) -> Result<(), StoreError> {
         let ttl = ms(ttl);
         let now = now();
@@ -240,17 +284,20 @@ struct Connection {
 }
 
 impl Connection {
-    async fn open(url: &ContextStoreUrl) -> Result<Connection, StoreError> {
+    /// A connection to `url`, signed in with its password or else with
+    /// `password`.
+    async fn open(url: &ContextStoreUrl, password: Option<&str>) -> Result<Connection, StoreError> {
         let ContextStoreUrl::Redis {
             host,
             port,
             db,
             username,
-            password,
+            password: in_url,
         } = url
         else {
             return Err(StoreError(format!("{url} is not a Redis URL")));
         };
+        let password = in_url.as_deref().or(password);
         let stream = TcpStream::connect((host.as_str(), *port))
             .await
             .map_err(|e| StoreError(format!("cannot connect to {url}: {e}")))?;

@@ -252,8 +252,10 @@ async fn an_unknown_or_expired_id_is_an_error_and_never_an_empty_context() {
             value: "2".into(),
         }],
     );
+    // It expired during the call: the save says so.
     let err = contexts.save(loaded, &again).await.unwrap_err();
-    assert!(matches!(err, ContextError::Unknown { .. }), "{err}");
+    assert!(matches!(err, ContextError::Lost { .. }), "{err}");
+    assert!(err.to_string().contains("expired after"), "{err}");
     let err = contexts
         .load(Some(&id), &mut fresh(&grants))
         .await
@@ -350,6 +352,7 @@ async fn an_unreachable_redis_is_a_clear_error() {
     let config = ContextsConfig {
         store: ContextStoreUrl::try_from(format!("redis://:pw@127.0.0.1:{port}")).unwrap(),
         ttl_secs: 60,
+        password_file: None,
     };
     let contexts = Contexts::from_config(&config);
     let mut cx = fresh(&grants);
@@ -426,4 +429,125 @@ async fn a_context_names_its_saved_results_and_a_fresh_one_that_kept_one_is_crea
     let loaded = contexts.load(Some(&key), &mut again).await.unwrap();
     assert_eq!(again.results_key(), results_key(Some(&key), None));
     assert_eq!(contexts.save(loaded, &again).await.unwrap(), Some(key));
+}
+
+/// A context the store lost (here: removed behind the host's back, as an
+/// eviction or a restart would) is reported lost, never replaced by a
+/// fresh one unannounced: the default context's call fails once and the
+/// next one starts fresh; a named one says it was lost, not "never handed
+/// out". Another process (a replica that never saw them) cannot tell.
+#[tokio::test]
+async fn a_context_the_store_lost_is_reported_and_the_default_one_not_silently_replaced() {
+    let (_tmp, grants) = setup();
+    let store = Arc::new(Memory::default());
+    let contexts = Contexts::new(store.clone(), Duration::from_secs(60), "memory");
+    let mut cx = fresh(&grants);
+    let root = cx.cwd().to_string();
+    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
+    change(
+        &grants,
+        &mut cx,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    contexts.save(loaded, &cx).await.unwrap();
+    let mut named = fresh(&grants);
+    let loaded = contexts.load(None, &mut named).await.unwrap();
+    change(
+        &grants,
+        &mut named,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    let id = contexts.save(loaded, &named).await.unwrap().unwrap();
+
+    store.remove(DEFAULT_ID).await.unwrap();
+    store.remove(&id).await.unwrap();
+
+    let err = contexts
+        .load_default(&mut fresh(&grants), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ContextError::Lost { id: None, .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("the context store lost the default context")
+            && text.contains("did not run")
+            && text.contains("the next call starts from a fresh default context"),
+        "{text}"
+    );
+    let mut next = fresh(&grants);
+    contexts.load_default(&mut next, None).await.unwrap();
+    assert_eq!(next.cwd(), root, "the next call starts fresh");
+    // Another replica sharing the store finds the fresh one: no second
+    // report.
+    let replica = Contexts::new(store.clone(), Duration::from_secs(60), "memory");
+    replica
+        .load_default(&mut fresh(&grants), None)
+        .await
+        .unwrap();
+
+    let err = contexts
+        .load(Some(&id), &mut fresh(&grants))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ContextError::Lost { id: Some(_), .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("the context store lost context"),
+        "{err}"
+    );
+    // Reported once: then (and on a replica that never saw it) unknown.
+    let err = contexts
+        .load(Some(&id), &mut fresh(&grants))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ContextError::Unknown { .. }), "{err}");
+    assert!(
+        err.to_string().contains("or the context store lost it"),
+        "{err}"
+    );
+
+    // A default context forgotten on purpose is not lost.
+    let mut cx = fresh(&grants);
+    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
+    change(
+        &grants,
+        &mut cx,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    contexts.save(loaded, &cx).await.unwrap();
+    contexts.forget_default(None).await.unwrap();
+    let mut after = fresh(&grants);
+    contexts.load_default(&mut after, None).await.unwrap();
+    assert_eq!(after.cwd(), root);
+}
+
+/// A context unused for longer than its lifetime is said to have expired.
+#[tokio::test]
+async fn a_default_context_that_expired_says_so() {
+    let (_tmp, grants) = setup();
+    let contexts = Contexts::new(
+        Arc::new(Memory::default()),
+        Duration::from_millis(50),
+        "memory",
+    );
+    let mut cx = fresh(&grants);
+    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
+    change(
+        &grants,
+        &mut cx,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    contexts.save(loaded, &cx).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let err = contexts
+        .load_default(&mut fresh(&grants), None)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the default context expired after"),
+        "{err}"
+    );
 }
