@@ -163,7 +163,34 @@ fn the_deployment_is_consistent_and_hardened() {
     assert!(script.contains("airlock install --locked"), "{script}");
 
     let main = &pod["containers"][0];
-    assert_eq!(strings(&main["args"])[..2], ["mcp", "--http"]);
+    let args = strings(&main["args"]);
+    assert_eq!(args[..2], ["mcp", "--http"]);
+    // Safe as written: tokens are required (the ConfigMap's [auth]), and
+    // only clients reach the port.
+    assert!(!args.contains(&"--insecure-no-auth"), "{args:?}");
+    let policy = the(&objects, "NetworkPolicy", "airlock");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        "airlock"
+    );
+    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], 8080);
+    // The Host rule holds in any namespace.
+    assert!(
+        args.contains(&"airlock.$(POD_NAMESPACE).svc.cluster.local"),
+        "{args:?}"
+    );
+    // Stopping drains: the preStop sleep and --drain-secs end before the
+    // kubelet's kill.
+    let drain: u64 = args
+        .iter()
+        .position(|a| *a == "--drain-secs")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .expect("--drain-secs N");
+    let pre_stop = strings(&main["lifecycle"]["preStop"]["exec"]["command"]);
+    assert_eq!(pre_stop[0], "sleep", "{pre_stop:?}");
+    let pre_stop: u64 = pre_stop[1].parse().unwrap();
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(pre_stop + drain < grace, "{pre_stop} + {drain} < {grace}");
     let port = &main["ports"][0];
     let port_name = port["name"].as_str().unwrap();
     for (probe, path) in [
@@ -216,6 +243,22 @@ fn the_configurations_are_what_airlock_reads() {
     let config = Config::from_toml(data["airlock.toml"].as_str().unwrap(), Some(base))
         .unwrap_or_else(|e| panic!("the ConfigMap's airlock.toml: {e}"));
     assert_eq!(config.workspace.as_deref(), Some(Path::new("/workspace")));
+    let auth = config.auth.as_ref().expect("[auth]: tokens are required");
+    let jwks = auth.jwks_file.as_ref().expect("the keys from a Secret");
+    let deployment = the(&objects, "Deployment", "airlock");
+    let mounts = deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap();
+    let password = config.contexts.password_file.as_ref();
+    for file in [Some(jwks), password] {
+        let file = file.expect("the keys and the Redis password from Secrets");
+        assert!(
+            mounts
+                .iter()
+                .any(|m| file.starts_with(m["mountPath"].as_str().unwrap())),
+            "{file:?} is mounted"
+        );
+    }
     // The replicas share contexts through the Redis Service here.
     let ContextStoreUrl::Redis { host, port, .. } = &config.contexts.store else {
         panic!("the replicas' contexts are in Redis")
