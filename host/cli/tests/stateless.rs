@@ -3,8 +3,9 @@
 //! stdio and over HTTP, its context named by the id a result handed out;
 //! behind nginx (round-robin, no stickiness) three `airlock mcp --http`
 //! replicas share a Redis context store, so a `read` on one replica lets an
-//! `edit` on another through, a `cd` on one moves the cwd for the next, and
-//! a replica killed mid-run loses nothing it acknowledged.
+//! `edit` on another through, a `cd` on one moves the cwd for the next, a
+//! replica killed mid-run loses nothing it acknowledged, and a context a
+//! restarted Redis lost is reported lost.
 
 #![cfg(feature = "mcp")]
 
@@ -535,6 +536,26 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
         .collect();
     let nginx = Nginx::start(&replicas.iter().map(|r| r.port).collect::<Vec<_>>());
     let lb = format!("127.0.0.1:{}", nginx.port);
+
+    // A 2025-era session lives in the replica that opened it: on another,
+    // its requests get a 404 with a JSON-RPC error saying so.
+    let session = legacy_post(replicas[0].port, None, LEGACY_INITIALIZE);
+    let id = session
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, id)| id.trim().to_owned())
+        .unwrap_or_else(|| panic!("a session: {session}"));
+    let elsewhere = legacy_post(
+        replicas[1].port,
+        Some(&id),
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+    );
+    assert!(elsewhere.starts_with("HTTP/1.1 404"), "{elsewhere}");
+    assert!(
+        elsewhere.contains(r#""code":-32001"#) && elsewhere.contains("another replica"),
+        "{elsewhere}"
+    );
     let mut next = 0u64;
     let mut send = |message: &dyn Fn(u64) -> Value| {
         next += 1;
@@ -645,6 +666,36 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
     assert_ne!(on_read_c, on_edit_c);
     assert_eq!(std::fs::read_to_string(ws.join("c.txt")).unwrap(), "G\n");
 
+    // Redis restarts empty (it keeps nothing here): the default context,
+    // moved to sub/, is reported lost by whichever replica gets the next
+    // call, never run from the root as if nothing happened; the call after
+    // starts fresh. A named context's call says the store lost it too.
+    let (moved, _) = send(&|id| call(id, "cd", json!({"path": "sub"}), Cx::Default));
+    assert_eq!(
+        moved.message["result"]["isError"], false,
+        "{}",
+        moved.message
+    );
+    redis.restart();
+    let (lost, _) = send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Cx::Default));
+    assert!(
+        lost.message["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the context store lost the default context")),
+        "{}",
+        lost.message
+    );
+    let (fresh, _) = send(&|id| call(id, "read", json!({"file_path": "a.txt"}), Cx::Default));
+    assert!(text(&fresh.message).contains("ALPHA"), "{}", fresh.message);
+    let (lost, _) = send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Cx::Id(&cx)));
+    assert!(
+        lost.message["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the context store lost")),
+        "{}",
+        lost.message
+    );
+
     // With the store down, a call in the context fails, saying why.
     redis.stop();
     let (down, _) = send(&|id| call(id, "read", json!({"file_path": "b.txt"}), Cx::Id(&cx)));
@@ -657,6 +708,28 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
         down.message
     );
     drop(nginx);
+}
+
+/// An MCP 2025-11-25 `initialize`.
+const LEGACY_INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}}"#;
+
+/// POSTs `body` to `/mcp` on `port` as a 2025-11-25 client, in `session`;
+/// the whole response (head and body), read to the connection's end.
+fn legacy_post(port: u16, session: Option<&str>, body: &str) -> String {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let session = session.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         {session}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
 }
 
 /// The context store on `redis`, once it answers.

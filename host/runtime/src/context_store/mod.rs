@@ -174,9 +174,8 @@ impl std::fmt::Display for ContextError {
                 } else {
                     write!(
                         f,
-                        "the context store lost {which}, last used {} s ago (well within its \
-                         {} s lifetime): it was evicted, or the store restarted without keeping \
-                         it",
+                        "the context store lost {which}, last used {} s ago (within its {} s \
+                         lifetime): it was evicted, or the store restarted without keeping it",
                         ago.as_secs(),
                         ttl.as_secs()
                     )?;
@@ -211,33 +210,40 @@ pub struct Contexts {
 }
 
 /// The contexts this process saw the store hold, by store key, with when
-/// each was last used here: what tells a context the store lost from one
-/// it never held. Bounded: past [`SEEN_KEPT`], contexts unused for a
-/// lifetime are forgotten, then the older half.
+/// each was last used here and whose it is: what tells a context the store
+/// lost from one it never held. Bounded: past [`SEEN_KEPT`], contexts
+/// unused for a lifetime are forgotten, then the older half.
 #[derive(Default)]
-struct Seen(HashMap<String, Instant>);
+struct Seen(HashMap<String, (Instant, Option<String>)>);
 
 /// How many contexts [`Seen`] keeps.
 const SEEN_KEPT: usize = 1 << 16;
 
 impl Seen {
-    fn used(&mut self, key: &str, ttl: Duration) {
+    fn used(&mut self, key: &str, owner: Option<&str>, ttl: Duration) {
         let now = Instant::now();
         if self.0.len() >= SEEN_KEPT && !self.0.contains_key(key) {
-            self.0.retain(|_, at| now.duration_since(*at) < ttl);
+            self.0.retain(|_, (at, _)| now.duration_since(*at) < ttl);
             if self.0.len() >= SEEN_KEPT {
-                let mut times: Vec<Instant> = self.0.values().copied().collect();
+                let mut times: Vec<Instant> = self.0.values().map(|(at, _)| *at).collect();
                 times.sort_unstable();
                 let median = times[times.len() / 2];
-                self.0.retain(|_, at| *at > median);
+                self.0.retain(|_, (at, _)| *at > median);
             }
         }
-        self.0.insert(key.to_string(), now);
+        self.0
+            .insert(key.to_string(), (now, owner.map(str::to_string)));
     }
 
-    /// How long ago `key` was last used here, forgetting it.
-    fn forget(&mut self, key: &str) -> Option<Duration> {
-        self.0.remove(key).map(|at| at.elapsed())
+    /// How long ago `key` was last used here, forgetting it; `None` also
+    /// when it is not `owner`'s (to anyone else, it was never seen).
+    fn forget(&mut self, key: &str, owner: Option<&str>) -> Option<Duration> {
+        match self.0.get(key) {
+            Some((_, seen_owner)) if seen_owner.as_deref() == owner => {
+                self.0.remove(key).map(|(at, _)| at.elapsed())
+            }
+            _ => None,
+        }
     }
 }
 
@@ -483,7 +489,7 @@ impl Contexts {
             .await
             .map_err(|e| self.failed(e))?;
         let Some(mut fields) = fields else {
-            return Err(match self.forget(id) {
+            return Err(match self.forget(id, owner.as_deref()) {
                 Some(ago) => ContextError::Lost {
                     id: Some(unknown_id(id)),
                     ago,
@@ -497,7 +503,7 @@ impl Contexts {
         if fields.remove(FIELD_OWNER) != owner {
             return Err(unknown());
         }
-        self.used(id);
+        self.used(id, owner.as_deref());
         cx.restore_fields(&fields);
         cx.set_tenant(id);
         cx.set_results_key(id);
@@ -533,12 +539,12 @@ impl Contexts {
             .map_err(|e| self.failed(e))?;
         let before = match fields {
             Some(fields) => {
-                self.used(&key);
+                self.used(&key, None);
                 cx.restore_fields(&fields);
                 fields
             }
             None => {
-                if let Some(ago) = self.forget(&key) {
+                if let Some(ago) = self.forget(&key, None) {
                     self.store
                         .merge(&key, &Fields::new(), &[], self.ttl)
                         .await
@@ -566,7 +572,7 @@ impl Contexts {
     /// that names no context starts from a fresh one.
     pub async fn forget_default(&self, owner: Option<&str>) -> Result<(), ContextError> {
         let key = default_key(owner);
-        self.forget(&key);
+        self.forget(&key, None);
         self.store.remove(&key).await.map_err(|e| self.failed(e))
     }
 
@@ -600,21 +606,21 @@ impl Contexts {
                         .merge(&key, &set, &remove, self.ttl)
                         .await
                         .map_err(|e| self.failed(e))?;
-                    self.used(&key);
+                    self.used(&key, None);
                 }
                 Ok(None)
             }
             Place::Fresh(_) if unchanged && !loaded.keep => Ok(None),
             Place::Fresh(id) => {
                 let mut created = after;
-                if let Some(owner) = loaded.owner {
-                    created.insert(FIELD_OWNER.to_string(), owner);
+                if let Some(owner) = &loaded.owner {
+                    created.insert(FIELD_OWNER.to_string(), owner.clone());
                 }
                 self.store
                     .create(&id, &created, self.ttl)
                     .await
                     .map_err(|e| self.failed(e))?;
-                self.used(&id);
+                self.used(&id, loaded.owner.as_deref());
                 Ok(Some(id))
             }
             Place::Stored(id) if unchanged => Ok(Some(id)),
@@ -628,7 +634,9 @@ impl Contexts {
                     Ok(Some(id))
                 } else {
                     // It was loaded for this call: the store lost it since.
-                    let ago = self.forget(&id).unwrap_or_default();
+                    let ago = self
+                        .forget(&id, loaded.owner.as_deref())
+                        .unwrap_or_default();
                     Err(ContextError::Lost {
                         id: Some(id),
                         ago,
@@ -639,14 +647,15 @@ impl Contexts {
         }
     }
 
-    /// Notes that the store held context `key` just now.
-    fn used(&self, key: &str) {
-        lock(&self.seen).used(key, self.ttl);
+    /// Notes that the store held context `key`, `owner`'s, just now.
+    fn used(&self, key: &str, owner: Option<&str>) {
+        lock(&self.seen).used(key, owner, self.ttl);
     }
 
-    /// How long ago the store was last seen to hold `key`, if it was.
-    fn forget(&self, key: &str) -> Option<Duration> {
-        lock(&self.seen).forget(key)
+    /// How long ago the store was last seen to hold `key`, if it was and
+    /// it is `owner`'s (a default context's key names its owner).
+    fn forget(&self, key: &str, owner: Option<&str>) -> Option<Duration> {
+        lock(&self.seen).forget(key, owner)
     }
 
     fn failed(&self, e: StoreError) -> ContextError {

@@ -13,6 +13,7 @@ use airlock_core::config::ContextStoreUrl;
 use async_trait::async_trait;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -21,6 +22,8 @@ use tokio::net::TcpStream;
 const DEADLINE: Duration = Duration::from_secs(2);
 /// Idle connections kept.
 const POOL: usize = 16;
+/// How soon a command a loading server refused is sent again.
+const LOADING_AGAIN: Duration = Duration::from_millis(50);
 /// The largest reply accepted (a bulk string or an array's length).
 const MAX_REPLY: usize = 64 << 20;
 
@@ -133,17 +136,50 @@ impl Redis {
         }
     }
 
-    /// Runs one command on an idle connection (or a new one); a
+    /// Runs one command, within [`DEADLINE`]: an error reply is an error.
+    /// A server still loading its data (restarted with an append-only
+    /// file) answers every command so until it is done: the command is
+    /// sent again until it is, or the deadline passes.
+    async fn command(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let loading = AtomicBool::new(false);
+        let answered = async {
+            loop {
+                match self.attempt(args).await? {
+                    Reply::Error(e) if e.starts_with("LOADING") => {
+                        loading.store(true, Ordering::Relaxed);
+                        tokio::time::sleep(LOADING_AGAIN).await;
+                    }
+                    reply => return Ok::<_, StoreError>(reply),
+                }
+            }
+        };
+        let reply = tokio::time::timeout(DEADLINE, answered)
+            .await
+            .map_err(|_| {
+                let what = if loading.load(Ordering::Relaxed) {
+                    "still loading its data after"
+                } else {
+                    "no answer within"
+                };
+                StoreError(format!("{}: {what} {} s", self.url, DEADLINE.as_secs()))
+            })??;
+        match reply {
+            Reply::Error(e) => Err(StoreError(format!("{} answered: {e}", self.url))),
+            reply => Ok(reply),
+        }
+    }
+
+    /// Sends one command on an idle connection (or a new one); a
     /// connection is kept only after a complete reply. A command that
     /// fails on an idle connection (the server restarted, or closed idle
     /// clients) is sent again once on a new one, and the other idle ones
     /// are dropped: every command sent here is idempotent.
-    async fn command(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
+    async fn attempt(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let attempt = async {
+        let (connection, reply) = 'sent: {
             if let Some(mut connection) = idle {
                 match connection.send(args).await {
-                    Ok(reply) => return Ok((connection, reply)),
+                    Ok(reply) => break 'sent (connection, reply),
                     Err(e) => {
                         tracing::debug!(
                             "an idle connection to {} failed ({e}): reconnecting",
@@ -155,27 +191,13 @@ impl Redis {
             }
             let mut connection = self.open().await?;
             let reply = connection.send(args).await?;
-            Ok::<_, StoreError>((connection, reply))
+            (connection, reply)
         };
-        let (connection, reply) =
-            tokio::time::timeout(DEADLINE, attempt)
-                .await
-                .map_err(|_| {
-                    StoreError(format!(
-                        "no answer from {} within {} s",
-                        self.url,
-                        DEADLINE.as_secs()
-                    ))
-                })??;
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < POOL {
             idle.push(connection);
         }
-        drop(idle);
-        match reply {
-            Reply::Error(e) => Err(StoreError(format!("{} answered: {e}", self.url))),
-            reply => Ok(reply),
-        }
+        Ok(reply)
     }
 }
 

@@ -551,3 +551,34 @@ async fn a_default_context_that_expired_says_so() {
         "{err}"
     );
 }
+
+/// That the store lost a context is said only to its owner: to anyone
+/// else its id stays one the store does not hold.
+#[tokio::test]
+async fn only_its_owner_is_told_a_context_was_lost() {
+    let (_tmp, grants) = setup();
+    let store = Arc::new(Memory::default());
+    let contexts = Contexts::new(store.clone(), Duration::from_secs(60), "memory");
+    let mut cx = fresh(&grants);
+    let loaded = contexts
+        .load_as(None, Some("alice"), &mut cx)
+        .await
+        .unwrap();
+    change(
+        &grants,
+        &mut cx,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    let id = contexts.save(loaded, &cx).await.unwrap().unwrap();
+    store.remove(&id).await.unwrap();
+    let err = contexts
+        .load_as(Some(&id), Some("bob"), &mut fresh(&grants))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ContextError::Unknown { .. }), "{err}");
+    let err = contexts
+        .load_as(Some(&id), Some("alice"), &mut fresh(&grants))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ContextError::Lost { .. }), "{err}");
+}
