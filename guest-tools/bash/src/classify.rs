@@ -144,7 +144,8 @@ fn program_reads(name: &str, args: &[String]) -> bool {
     if args.iter().any(|a| a.contains(EXPANDS)) {
         return false;
     }
-    if name == "git" {
+    let version = matches!(args, [a] if a == "--version" || a == "-V");
+    if name == "git" && !version {
         let mut rest = args.iter().skip_while(|a| *a == "--no-pager");
         let Some(sub) = rest.next() else {
             return false;
@@ -159,7 +160,7 @@ fn program_reads(name: &str, args: &[String]) -> bool {
         };
         return GIT_READS.contains(&sub.as_str()) && !rest.any(refused);
     }
-    VERSIONED.contains(&name) && matches!(args, [a] if a == "--version" || a == "-V")
+    version && (name == "git" || VERSIONED.contains(&name))
 }
 
 /// A word or an operator of a command line.
@@ -403,6 +404,7 @@ mod tests {
             "git --no-pager diff HEAD~1 -- src",
             "git show HEAD:README.md | wc -l",
             "python3 --version && node --version",
+            "git --version",
         ] {
             assert!(is_read_only(line), "{line}");
         }

@@ -10,9 +10,11 @@ pub(super) fn apply(limits: &Limits) -> Result<(), String> {
             libc::RLIMIT_NOFILE,
             Some((limits.open_files, limits.open_files)),
         ),
+        // Counted in the call's user namespace, where the helper and pid 1
+        // are two of them.
         (
             libc::RLIMIT_NPROC,
-            Some((limits.processes, limits.processes)),
+            Some((limits.processes + 2, limits.processes + 2)),
         ),
         (libc::RLIMIT_CORE, Some((0, 0))),
         (libc::RLIMIT_AS, limits.memory_bytes.map(|b| (b, b))),
