@@ -1045,7 +1045,9 @@ fn sigterm_drains_the_calls_in_flight_before_exiting() {
     let (_ws, config) = setup(dir.path(), "memory");
     let mut replica = Replica::start(dir.path(), &config);
     let addr = format!("127.0.0.1:{}", replica.port);
-    let body = call(1, "sleep", json!({"ms": 1500}), Cx::Default).to_string();
+    let mut message = call(1, "sleep", json!({"ms": 1500}), Cx::Default);
+    message["params"]["_meta"]["progressToken"] = json!("p");
+    let body = message.to_string();
     let mut stream = std::net::TcpStream::connect(&addr).unwrap();
     write!(
         stream,
@@ -1055,12 +1057,14 @@ fn sigterm_drains_the_calls_in_flight_before_exiting() {
         body.len()
     )
     .unwrap();
-    let answer = std::thread::spawn(move || {
-        let mut reply = String::new();
-        stream.read_to_string(&mut reply).unwrap();
-        reply
-    });
-    std::thread::sleep(Duration::from_millis(400));
+    // The call runs: its first progress came.
+    let mut reader = BufReader::new(stream);
+    let mut reply = String::new();
+    while !reply.contains("notifications/progress") {
+        let mut line = String::new();
+        assert_ne!(reader.read_line(&mut line).unwrap(), 0, "{reply}");
+        reply.push_str(&line);
+    }
     replica.terminate();
     std::thread::sleep(Duration::from_millis(300));
     assert!(
@@ -1068,7 +1072,7 @@ fn sigterm_drains_the_calls_in_flight_before_exiting() {
         "no connection is taken once it is stopping"
     );
     let status = replica.exited(Duration::from_secs(15));
-    let reply = answer.join().unwrap();
+    reader.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(
         reply.contains(r#""isError":false"#),
