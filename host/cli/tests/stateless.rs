@@ -707,6 +707,24 @@ fn replicas_behind_nginx_share_contexts_in_redis_and_survive_one_dying() {
         "{}",
         down.message
     );
+    // And a replica that cannot reach its store is not ready.
+    let ready = {
+        use std::io::Read;
+        let alive = replicas.iter().find(|r| r.port != port).unwrap().port;
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", alive)).unwrap();
+        write!(
+            stream,
+            "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        reply
+    };
+    assert!(
+        ready.starts_with("HTTP/1.1 503") && ready.contains("does not answer"),
+        "{ready}"
+    );
     drop(nginx);
 }
 

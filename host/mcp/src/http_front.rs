@@ -8,7 +8,7 @@ use crate::server::McpServer;
 use crate::turns::Ordered;
 use crate::{HEALTH_PATH, MCP_PATH, READY_PATH, admission, auth, callers, sse, tasks};
 use airlock_host::Airlock;
-use airlock_host::context_store::Contexts;
+use airlock_host::context_store::{ContextError, Contexts};
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
@@ -140,6 +140,13 @@ impl HttpFront {
             READY_PATH => {
                 return match self.contexts.check().await {
                     Ok(()) => plain(http::StatusCode::OK, "ready"),
+                    Err(ContextError::Store { store, message }) => plain(
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        &format!(
+                            "Service Unavailable: the context store {store} does not answer \
+                             ({message})"
+                        ),
+                    ),
                     Err(e) => plain(
                         http::StatusCode::SERVICE_UNAVAILABLE,
                         &format!("Service Unavailable: {e}"),
