@@ -87,17 +87,23 @@ impl Replica {
     }
 
     fn ready(&self) -> bool {
+        self.get("/ready").starts_with("HTTP/1.1 200")
+    }
+
+    /// What it answers a `GET` of `path`, head and body (empty when it
+    /// cannot be reached).
+    pub fn get(&self, path: &str) -> String {
         use std::io::Read;
         let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
+            return String::new();
         };
         let _ = write!(
             stream,
-            "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         );
         let mut reply = String::new();
         let _ = stream.read_to_string(&mut reply);
-        reply.starts_with("HTTP/1.1 200")
+        reply
     }
 
     /// Sends it SIGTERM (what Kubernetes sends a pod it stops).

@@ -584,20 +584,13 @@ fn describe(airlock: &Airlock, name: &str, json: bool) -> ExitCode {
     if let Some(entry) = registry.get(name) {
         return printed(render::to_stdout(|out| render::describe(entry, json, out)));
     }
-    let why = registry
-        .failures()
-        .iter()
-        .find(|f| f.tool.as_deref() == Some(name))
-        .map(|f| f.error.to_string());
-    match (registry.refused(name), why) {
-        (Some(tool), Some(why)) => {
-            match render::to_stdout(|out| render::describe_refused(tool.as_ref(), &why, json, out))
-            {
-                Ok(()) => ExitCode::from(EXIT_NO_TOOL),
-                failed => printed(failed),
-            }
-        }
-        _ => no_such_tool(airlock, name),
+    let Some((tool, failure)) = registry.refused(name) else {
+        return no_such_tool(airlock, name);
+    };
+    let why = failure.error.to_string();
+    match render::to_stdout(|out| render::describe_refused(tool.as_ref(), &why, json, out)) {
+        Ok(()) => ExitCode::from(EXIT_NO_TOOL),
+        failed => printed(failed),
     }
 }
 

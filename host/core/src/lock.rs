@@ -106,15 +106,28 @@ impl Lockfile {
     /// [`crate::config::default_tool_dir`]); a missing file is an empty
     /// lock.
     pub fn read(path: &Path, tools: Option<&Path>) -> Result<Lockfile, String> {
-        let mut lock = match crate::host_files::read_text_capped(
+        Lockfile::read_as_written(path)?.resolved(path, tools)
+    }
+
+    /// Reads the lock file at `path` as it is written: its files relative
+    /// to a tool directory stay so ([`Lockfile::resolved`]); a missing file
+    /// is an empty lock.
+    pub fn read_as_written(path: &Path) -> Result<Lockfile, String> {
+        match crate::host_files::read_text_capped(
             path,
             LOCK_BYTES,
             crate::host_files::Links::Follow,
         ) {
-            Ok(text) => Lockfile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lockfile::default()),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
+            Ok(text) => Lockfile::parse(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lockfile::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    /// This lock as written, its relative files resolved against `tools`;
+    /// `path` (the lock file's) names it in errors.
+    pub fn resolved(&self, path: &Path, tools: Option<&Path>) -> Result<Lockfile, String> {
+        let mut lock = self.clone();
         for tool in &mut lock.tools {
             if tool.file.is_absolute() {
                 continue;

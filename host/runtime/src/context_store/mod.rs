@@ -222,7 +222,13 @@ const SEEN_KEPT: usize = 1 << 16;
 impl Seen {
     fn used(&mut self, key: &str, owner: Option<&str>, ttl: Duration) {
         let now = Instant::now();
-        if self.0.len() >= SEEN_KEPT && !self.0.contains_key(key) {
+        // Every call's load and save come here: a context seen before
+        // costs no allocation.
+        if let Some((at, _)) = self.0.get_mut(key) {
+            *at = now;
+            return;
+        }
+        if self.0.len() >= SEEN_KEPT {
             self.0.retain(|_, (at, _)| now.duration_since(*at) < ttl);
             if self.0.len() >= SEEN_KEPT {
                 let mut times: Vec<Instant> = self.0.values().map(|(at, _)| *at).collect();

@@ -431,6 +431,28 @@ async fn a_context_names_its_saved_results_and_a_fresh_one_that_kept_one_is_crea
     assert_eq!(contexts.save(loaded, &again).await.unwrap(), Some(key));
 }
 
+/// Saves a context moved to `sub/`: the default one (`new: false`), or a
+/// new one of `owner`, whose id is returned.
+async fn moved_to_sub(
+    contexts: &Contexts,
+    grants: &Grants,
+    new: bool,
+    owner: Option<&str>,
+) -> Option<String> {
+    let mut cx = fresh(grants);
+    let loaded = match new {
+        true => contexts.load_as(None, owner, &mut cx).await,
+        false => contexts.load_default(&mut cx, None).await,
+    }
+    .unwrap();
+    change(
+        grants,
+        &mut cx,
+        &[ContextChange::SetCwd { path: "sub".into() }],
+    );
+    contexts.save(loaded, &cx).await.unwrap()
+}
+
 /// A context the store lost (here: removed behind the host's back, as an
 /// eviction or a restart would) is reported lost, never replaced by a
 /// fresh one unannounced: the default context's call fails once and the
@@ -441,23 +463,9 @@ async fn a_context_the_store_lost_is_reported_and_the_default_one_not_silently_r
     let (_tmp, grants) = setup();
     let store = Arc::new(Memory::default());
     let contexts = Contexts::new(store.clone(), Duration::from_secs(60), "memory");
-    let mut cx = fresh(&grants);
-    let root = cx.cwd().to_string();
-    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
-    change(
-        &grants,
-        &mut cx,
-        &[ContextChange::SetCwd { path: "sub".into() }],
-    );
-    contexts.save(loaded, &cx).await.unwrap();
-    let mut named = fresh(&grants);
-    let loaded = contexts.load(None, &mut named).await.unwrap();
-    change(
-        &grants,
-        &mut named,
-        &[ContextChange::SetCwd { path: "sub".into() }],
-    );
-    let id = contexts.save(loaded, &named).await.unwrap().unwrap();
+    let root = fresh(&grants).cwd().to_string();
+    moved_to_sub(&contexts, &grants, false, None).await;
+    let id = moved_to_sub(&contexts, &grants, true, None).await.unwrap();
 
     store.remove(DEFAULT_ID).await.unwrap();
     store.remove(&id).await.unwrap();
@@ -509,14 +517,7 @@ async fn a_context_the_store_lost_is_reported_and_the_default_one_not_silently_r
     );
 
     // A default context forgotten on purpose is not lost.
-    let mut cx = fresh(&grants);
-    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
-    change(
-        &grants,
-        &mut cx,
-        &[ContextChange::SetCwd { path: "sub".into() }],
-    );
-    contexts.save(loaded, &cx).await.unwrap();
+    moved_to_sub(&contexts, &grants, false, None).await;
     contexts.forget_default(None).await.unwrap();
     let mut after = fresh(&grants);
     contexts.load_default(&mut after, None).await.unwrap();
@@ -532,14 +533,7 @@ async fn a_default_context_that_expired_says_so() {
         Duration::from_millis(50),
         "memory",
     );
-    let mut cx = fresh(&grants);
-    let loaded = contexts.load_default(&mut cx, None).await.unwrap();
-    change(
-        &grants,
-        &mut cx,
-        &[ContextChange::SetCwd { path: "sub".into() }],
-    );
-    contexts.save(loaded, &cx).await.unwrap();
+    moved_to_sub(&contexts, &grants, false, None).await;
     tokio::time::sleep(Duration::from_millis(80)).await;
     let err = contexts
         .load_default(&mut fresh(&grants), None)
@@ -559,17 +553,9 @@ async fn only_its_owner_is_told_a_context_was_lost() {
     let (_tmp, grants) = setup();
     let store = Arc::new(Memory::default());
     let contexts = Contexts::new(store.clone(), Duration::from_secs(60), "memory");
-    let mut cx = fresh(&grants);
-    let loaded = contexts
-        .load_as(None, Some("alice"), &mut cx)
+    let id = moved_to_sub(&contexts, &grants, true, Some("alice"))
         .await
         .unwrap();
-    change(
-        &grants,
-        &mut cx,
-        &[ContextChange::SetCwd { path: "sub".into() }],
-    );
-    let id = contexts.save(loaded, &cx).await.unwrap().unwrap();
     store.remove(&id).await.unwrap();
     let err = contexts
         .load_as(Some(&id), Some("bob"), &mut fresh(&grants))

@@ -144,13 +144,17 @@ impl Registry {
             }
         }
         let mut load_failures = Vec::new();
+        let written = config
+            .lock_path()
+            .map(|path| Lockfile::read_as_written(&path).map(|lock| (path, lock)));
         for dir in config.effective_tool_dirs() {
             // An entry names its file relative to the tool directory it
-            // was installed in, which may be another HOME's: read against
-            // each directory, the lock checks that name in every one.
-            let lock = config
-                .lock_path()
-                .map(|path| Lockfile::read(&path, Some(&dir)));
+            // was installed in, which may be another HOME's: resolved
+            // against each directory, the lock checks that name in every one.
+            let lock = written.as_ref().map(|read| match read {
+                Ok((path, lock)) => lock.resolved(path, Some(&dir)),
+                Err(e) => Err(e.clone()),
+            });
             match component_sources(&dir, DirBounds::of(engine.limits())) {
                 Ok(read) => {
                     sources.extend(read.files.into_iter().map(|(origin, bytes)| {

@@ -347,17 +347,22 @@ impl Registry {
     }
 
     /// A tool that loaded but is not offered under `name`: refused for
-    /// its grants (a network tool granted no host) or its name. What it is
-    /// and asks for can still be shown; [`Registry::failures`] says why.
-    pub fn refused(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+    /// its grants (a network tool granted no host) or its name, with why.
+    /// What it is and asks for can still be shown.
+    pub fn refused(&self, name: &str) -> Option<(&Arc<dyn Tool>, &LoadFailure)> {
         if self.get(name).is_some() {
             return None;
         }
-        let failed = |n: &str| self.failures.iter().any(|f| f.tool.as_deref() == Some(n));
-        self.loaded
+        let failure = self
+            .failures
+            .iter()
+            .find(|f| f.tool.as_deref() == Some(name))?;
+        let tool = self
+            .loaded
             .iter()
             .map(|l| &l.tool)
-            .find(|t| t.descriptor().name == name && failed(name))
+            .find(|t| t.descriptor().name == name)?;
+        Some((tool, failure))
     }
 
     /// Every tool, sorted by name.
