@@ -203,9 +203,14 @@ fn init_logging(verbose: u8) {
     // no escape codes.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    // A log line that cannot be written (stderr a closed pipe: a client
+    // that read the first line and went) is dropped: the subscriber's
+    // own report of it would panic, and in a compiler thread that failed
+    // every compile.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_ansi(ansi)
         .with_target(false)
         .try_init();

@@ -2545,3 +2545,33 @@ fn fingerprint(path: &str) -> String {
         .unwrap()
         .fingerprint()
 }
+
+/// A first start whose stderr is a pipe the reader closed (a client that
+/// read one line and went) still compiles its tools: the compile lines
+/// that cannot be written are dropped. They made each compile panic, and
+/// the failure was remembered in the cache, so every later start found
+/// no tools ("the compiler thread failed").
+#[test]
+fn a_closed_stderr_neither_fails_a_compile_nor_poisons_the_cache() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = command(home.path(), &["list"])
+        .env("XDG_CACHE_HOME", home.path().join(".cache"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains("read") && listed.contains("bash"),
+        "{listed}"
+    );
+    let out = command(home.path(), &["list"])
+        .env("XDG_CACHE_HOME", home.path().join(".cache"))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("compiler thread"), "{stderr}");
+    assert!(text(&out.stdout).contains("bash"), "{}", text(&out.stdout));
+}

@@ -257,6 +257,11 @@ pub enum LoadError {
     /// An external MCP server could not be started or listed.
     #[error("the MCP server failed: {0}")]
     McpServer(String),
+    /// The host itself failed while loading the component (its compiler
+    /// thread could not start or panicked): no fault of the component, so
+    /// never remembered as its failure.
+    #[error("the host failed while loading it: {0}")]
+    Host(String),
 }
 
 #[cfg(test)]

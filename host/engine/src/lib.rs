@@ -301,14 +301,14 @@ impl Engine {
                 // Binary only: component text is never accepted from outside.
                 let _ = tx.send(Component::from_binary(&engine, &bytes));
             })
-            .map_err(|e| LoadError::Compile(format!("cannot start the compiler thread: {e}")))?;
+            .map_err(|e| LoadError::Host(format!("cannot start the compiler thread: {e}")))?;
         match rx.recv_timeout(Duration::from_millis(timeout_ms)) {
             Ok(compiled) => compiled.map_err(|e| LoadError::Compile(format!("{e:#}"))),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 Err(LoadError::CompileTimeout(timeout_ms))
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                Err(LoadError::Compile("the compiler thread failed".into()))
+                Err(LoadError::Host("the compiler thread failed".into()))
             }
         }
     }
@@ -362,7 +362,7 @@ impl Engine {
             Ok((compiled, key, false))
         })
         .await
-        .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
+        .map_err(|e| LoadError::Host(format!("the compiler thread failed: {e}")))??;
         let imports = linker::check_imports(&component, self.wasmtime())?;
         Ok(Loaded {
             component,

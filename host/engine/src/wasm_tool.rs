@@ -647,8 +647,13 @@ impl Recorded {
 }
 
 /// Remembers in the artifact cache that the component of `key` failed to
-/// load under these limits.
+/// load under these limits (unless the host failed, not the component).
 async fn remember_failure(engine: &Engine, key: String, error: LoadError) {
+    // The host's own failure says nothing of the component: the next
+    // start tries again.
+    if matches!(error, LoadError::Host(_)) {
+        return;
+    }
     let engine = engine.clone();
     let _ = tokio::task::spawn_blocking(move || {
         if let Some(cache) = engine.cache() {
