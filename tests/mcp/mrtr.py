@@ -93,10 +93,12 @@ async def questions_are_asked(server, workspace: str, transport: str) -> None:
 def serve_http(binary: str, workspace: str):
     server = subprocess.Popen([binary, "--workspace", workspace, "mcp", "--http", "127.0.0.1:0"],
                               stderr=subprocess.PIPE, text=True)
-    line = server.stderr.readline()
-    match = re.search(r"(http://\S+/mcp)", line)
-    assert match, f"the server did not say where it listens: {line!r}"
-    return server, match.group(1)
+    # A first start says what it compiles before where it listens.
+    for line in server.stderr:
+        match = re.search(r"(http://\S+/mcp)", line)
+        if match:
+            return server, match.group(1)
+    raise AssertionError("the server did not say where it listens")
 
 
 async def main(binary: str, workspace: str) -> None:
