@@ -284,8 +284,13 @@ fn the_configurations_are_what_airlock_reads() {
     );
 
     let image_config = repo().join("deploy/airlock.toml");
-    let config = Config::from_file(&image_config).unwrap();
-    assert_eq!(config.workspace.as_deref(), Some(Path::new("/workspace")));
+    let image = Config::from_file(&image_config).unwrap();
+    assert_eq!(image.workspace.as_deref(), Some(Path::new("/workspace")));
+    // The pods read the tools the image compiled: the same directory, and
+    // the limits they were compiled under.
+    assert!(image.precompiled_dir.is_some());
+    assert_eq!(config.precompiled_dir, image.precompiled_dir);
+    assert_eq!(config.limits, image.limits);
 }
 
 #[test]
@@ -321,6 +326,22 @@ fn the_dockerfile_builds_with_the_pinned_toolchain_and_runs_unprivileged() {
         let source = line.split_whitespace().nth(1).unwrap();
         assert!(root.join(source).is_file(), "{line}: no {source}");
     }
+    // The tools are compiled as the image is built, by the user that runs
+    // it, into the directory the image's configuration names.
+    let precompile = run_stage
+        .find("RUN airlock precompile")
+        .expect("the run stage precompiles the tools");
+    assert!(run_stage.find("USER ").unwrap() < precompile);
+    let image = Config::from_file(&root.join("deploy/airlock.toml")).unwrap();
+    let parent = image.precompiled_dir.unwrap().parent().unwrap().to_owned();
+    assert!(
+        run_stage.contains(&format!(
+            "chown 10001:10001 /workspace {}",
+            parent.display()
+        )),
+        "{} is made the run user's",
+        parent.display()
+    );
     assert!(run_stage.contains(r#"ENTRYPOINT ["airlock"]"#));
     assert!(run_stage.contains(r#"CMD ["mcp", "--http", "0.0.0.0:8080", "--insecure-no-auth"]"#));
 }

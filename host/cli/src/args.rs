@@ -285,6 +285,17 @@ pub(crate) enum Command {
     /// toolchains `airlock build` uses; each line that is not `ok` says what
     /// to do.
     Doctor,
+    /// Compiles every tool the configuration loads, ahead of their first start.
+    ///
+    /// Into DIR, else the configured `precompiled_dir`: a container image's
+    /// build runs it, so its first start compiles nothing. A host reads the
+    /// directory (its `precompiled_dir`) after its own cache and never
+    /// writes it; an entry made for another CPU or configuration is
+    /// compiled again, into the host's own cache.
+    Precompile {
+        /// Where to put the compiled tools (created private to you).
+        dir: Option<PathBuf>,
+    },
     /// Prints a completion script for SHELL (bash, zsh, fish, elvish, powershell).
     ///
     /// For bash: `airlock completions bash >

@@ -130,22 +130,22 @@ fn cache(config: &Config) -> Finding {
             said: "no cache directory (set HOME or XDG_CACHE_HOME): every start compiles".into(),
         };
     };
-    let (count, bytes) = std::fs::read_dir(&dir).map_or((0, 0), |entries| {
-        entries
-            .filter_map(Result::ok)
-            .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-            .fold((0, 0), |(n, b), e| {
-                (n + 1, b + e.metadata().map_or(0, |m| m.len()))
-            })
-    });
+    let (count, bytes) = crate::precompile::artifacts(&dir);
+    let (ahead, precompiled) = config
+        .effective_precompiled_dir()
+        .map(|dir| {
+            let (n, _) = crate::precompile::artifacts(&dir);
+            (n, format!("; {n} precompiled in {}", dir.display()))
+        })
+        .unwrap_or_default();
     Finding {
         ok: true,
         what: "cache",
         said: format!(
-            "{}: {count} compiled components, {} MiB{}",
+            "{}: {count} compiled components, {} MiB{precompiled}{}",
             dir.display(),
             bytes >> 20,
-            if count == 0 {
+            if count + ahead == 0 {
                 " (the next start compiles the tools, once)"
             } else {
                 ""

@@ -24,6 +24,8 @@ mod config_cmd;
 mod demo;
 mod distribution;
 mod doctor;
+mod precompile;
+mod progress;
 mod project_tests;
 mod prompt;
 mod render;
@@ -187,6 +189,7 @@ fn unavailable_component(
 }
 
 fn init_logging(verbose: u8) {
+    use tracing_subscriber::prelude::*;
     // `-v` and `-vv` raise Airlock's own crates (every target that starts
     // with `airlock`); the libraries beneath stay at warnings (a first
     // compile's cranelift debug lines alone run to 900,000), unless
@@ -199,21 +202,40 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
     // Colours only for a terminal: a log written to a file or a pipe gets
     // no escape codes.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let ansi = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     // A log line that cannot be written (stderr a closed pipe: a client
     // that read the first line and went) is dropped: the subscriber's
     // own report of it would panic, and in a compiler thread that failed
     // every compile.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let lines = tracing_subscriber::fmt::layer()
         .log_internal_errors(false)
         .with_ansi(ansi)
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = if terminal {
+        // A spinner per compile, and the other lines above the spinners.
+        let bars = indicatif::MultiProgress::new();
+        let not_compiles = tracing_subscriber::filter::filter_fn(|meta| {
+            meta.target() != airlock_host::COMPILE_LOG
+        });
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                lines
+                    .with_writer(progress::AboveBars(bars.clone()))
+                    .with_filter(not_compiles),
+            )
+            .with(progress::CompileBars::new(bars))
+            .try_init()
+    } else {
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(lines.with_writer(std::io::stderr))
+            .try_init()
+    };
 }
 
 async fn dispatch(cli: Cli) -> ExitCode {
@@ -235,6 +257,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
     match &cli.command {
         Command::Build { dir } => return author::build(dir, config).await,
         Command::Doctor => return doctor::doctor(&config),
+        Command::Precompile { dir } => return precompile::precompile(dir.as_deref(), config).await,
         Command::Config => {
             let file = match &cli.config {
                 Some(path) => Config::from_file(path),
@@ -444,6 +467,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         | Command::Keygen { .. }
         | Command::Doctor
         | Command::Config
+        | Command::Precompile { .. }
         | Command::Test { .. }
         | Command::Completions { .. }
         | Command::Man

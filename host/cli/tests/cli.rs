@@ -117,6 +117,41 @@ fn at_terminal(
     (child.wait().unwrap(), text(&shown))
 }
 
+/// On a terminal a compile is a spinner, left as one line ("compiled …
+/// in … s") once done, with no log lines for it; off a terminal it is the
+/// log's two lines.
+#[cfg(unix)]
+#[test]
+fn a_compile_is_a_spinner_on_a_terminal_and_log_lines_elsewhere() {
+    let home = tempfile::tempdir().unwrap();
+    let tools = home.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::copy(airlock_tests::guests::SOCKETS, tools.join("sockets.wasm")).unwrap();
+    let config = home.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!("bundled_tools = false\ntool_dirs = [{tools:?}]\n"),
+    )
+    .unwrap();
+    let args = ["--config", config.to_str().unwrap(), "list"];
+    let mut at_first = command(home.path(), &args);
+    at_first.env("XDG_CACHE_HOME", home.path().join("cache"));
+    let (status, shown) = at_terminal(at_first, "\u{1}", "");
+    assert!(status.success(), "{shown}");
+    assert!(shown.contains("sockets.wasm in "), "{shown}");
+    assert!(!shown.contains("INFO"), "{shown}");
+
+    let out = command(home.path(), &args)
+        .env("XDG_CACHE_HOME", home.path().join("another cache"))
+        .output()
+        .unwrap();
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("INFO compiling") && said.contains("sockets.wasm in "),
+        "{said}"
+    );
+}
+
 #[test]
 fn list_and_describe_name_the_imports_linked_deny_all() {
     let home = tempfile::tempdir().unwrap();

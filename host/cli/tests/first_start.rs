@@ -90,10 +90,10 @@ fn stop(mut child: Child) {
 
 /// What `tools/list` answers, and how many bundled tools were compiled
 /// (in the cache) when it did.
-fn first_list(home: &Path) -> (Value, usize) {
+fn first_list(home: &Path, args: &[&str]) -> (Value, usize) {
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     let [init, initialized] = initialize();
-    let (child, mut stdout) = serve(home, &[], &[init, initialized, list]);
+    let (child, mut stdout) = serve(home, args, &[init, initialized, list]);
     let listed = reply(&mut stdout, 2);
     let compiled = artifacts(home, "");
     stop(child);
@@ -103,7 +103,7 @@ fn first_list(home: &Path) -> (Value, usize) {
 #[test]
 fn the_first_start_lists_the_bundled_tools_before_compiling_them() {
     let home = tempfile::tempdir().unwrap();
-    let (listed, compiled) = first_list(home.path());
+    let (listed, compiled) = first_list(home.path(), &[]);
     assert!(
         compiled < BUNDLED.len(),
         "tools/list waited until all {} bundled tools were compiled (is \
@@ -112,12 +112,33 @@ fn the_first_start_lists_the_bundled_tools_before_compiling_them() {
         BUNDLED.len()
     );
 
-    // Compiled (by `airlock list`), then listed again from the cache's
-    // records of what each said when it was compiled: the same list.
-    let out = airlock(home.path(), &["list"]).output().unwrap();
+    // Compiled ahead of time, as an image's build does, into a directory
+    // of their own.
+    let ahead = home.path().join("ahead");
+    let out = airlock(home.path(), &["precompile", ahead.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(artifacts(home.path(), ""), BUNDLED.len());
-    let (described, _) = first_list(home.path());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with(&format!(
+            "{} compiled tools in {}",
+            BUNDLED.len(),
+            ahead.display()
+        )),
+        "{said}"
+    );
+
+    // A host with an empty cache of its own and that directory as its
+    // precompiled_dir lists the tools from the records of what each said
+    // when it was compiled (the same list), and calls one, compiling
+    // nothing: its own cache stays empty.
+    let second = tempfile::tempdir().unwrap();
+    let config = second.path().join("airlock.toml");
+    std::fs::write(&config, format!("precompiled_dir = {:?}\n", ahead)).unwrap();
+    let config = ["--config", config.to_str().unwrap()];
+    let (described, compiled) = first_list(second.path(), &config);
+    assert_eq!(compiled, 0, "compiled though every tool was precompiled");
     let names = |tools: &Value| -> Vec<String> {
         let tools = tools.as_array().unwrap();
         tools.iter().map(|t| t["name"].to_string()).collect()
@@ -125,6 +146,21 @@ fn the_first_start_lists_the_bundled_tools_before_compiling_them() {
     assert!(names(&listed).len() >= 8, "{:?}", names(&listed));
     assert_eq!(names(&listed), names(&described));
     assert_eq!(listed, described, "listed as the tools describe themselves");
+
+    let ws = second.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "compiled ahead\n").unwrap();
+    let out = airlock(second.path(), &config)
+        .args(["--workspace", ws.to_str().unwrap()])
+        .args(["call", "read", r#"{"file_path": "a.txt"}"#])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("compiled ahead"),
+        "{out:?}"
+    );
+    assert_eq!(artifacts(second.path(), ""), 0, "{out:?}");
 }
 
 #[test]

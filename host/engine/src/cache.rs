@@ -20,6 +20,11 @@
 //! [`airlock_core::grants`]), files are opened without following links, and
 //! entries are written atomically (a temporary file, then a rename).
 //! Anything that does not check out is a cache miss, logged, and rebuilt.
+//!
+//! A second, read-only directory of artifacts compiled ahead of time (a
+//! container image's build, by `airlock precompile`) may stand behind the
+//! cache: it is checked the same way (its owner, its mode, its own key),
+//! read after the cache's own directory, and never written.
 
 use super::linker::Needs;
 use airlock_core::descriptor::Descriptor;
@@ -76,54 +81,52 @@ fn now_secs() -> u64 {
 /// The on-disk cache of compiled components.
 #[derive(Debug)]
 pub(crate) struct ArtifactCache {
-    dir: PathBuf,
+    /// The directory this host writes, if it could be used.
+    own: Option<Shelf>,
+    /// Artifacts compiled ahead of time, read only.
+    precompiled: Option<Shelf>,
     engine_key: String,
+}
+
+/// One directory of entries and the key their MACs are made with.
+#[derive(Debug)]
+struct Shelf {
+    dir: PathBuf,
     mac_key: [u8; 32],
 }
 
 impl ArtifactCache {
     /// Opens (creating it, private to the user) the cache in `dir` for
-    /// `engine`. `None`, with a warning, when the directory cannot be used
-    /// safely.
-    pub(crate) fn open(dir: &Path, engine: &wasmtime::Engine) -> Option<ArtifactCache> {
-        if let Err(e) = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-        {
-            tracing::warn!(
-                "the artifact cache {} cannot be created: {e}; compiling every time",
-                dir.display()
-            );
+    /// `engine`, with the read-only `precompiled` directory behind it.
+    /// `None`, with a warning, when neither can be used safely.
+    pub(crate) fn open(
+        dir: Option<&Path>,
+        precompiled: Option<&Path>,
+        engine: &wasmtime::Engine,
+    ) -> Option<ArtifactCache> {
+        let own = dir.and_then(Shelf::open);
+        let precompiled = precompiled.and_then(Shelf::open_read_only);
+        if own.is_none() && precompiled.is_none() {
             return None;
         }
-        if let Err(why) = check_private(dir) {
-            tracing::warn!("the artifact cache {} is not used: {why}", dir.display());
-            return None;
-        }
-        let mac_key = match mac_key(dir) {
-            Ok(key) => key,
-            Err(e) => {
-                tracing::warn!(
-                    "the artifact cache {} is not used: its key {KEY_FILE}: {e}",
-                    dir.display()
-                );
-                return None;
-            }
-        };
         let mut hasher = std::hash::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_key = format!("{:016x}-{}", hasher.finish(), env!("CARGO_PKG_VERSION"));
         Some(ArtifactCache {
-            dir: dir.to_path_buf(),
+            own,
+            precompiled,
             engine_key,
-            mac_key,
         })
     }
 
-    /// The cache's directory.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
+    /// The directory this host writes compiled components to, if any.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.own.as_ref().map(|shelf| shelf.dir.as_path())
+    }
+
+    /// The shelves an entry is looked for on, in order.
+    fn shelves(&self) -> impl Iterator<Item = &Shelf> {
+        self.own.iter().chain(&self.precompiled)
     }
 
     /// The key of a component with these bytes.
@@ -137,43 +140,26 @@ impl ArtifactCache {
     }
 
     /// The sidecar of `key`, if the entry is complete, written by this
-    /// host (its MAC checks out) and well formed.
+    /// host (its MAC checks out) and well formed, on the first shelf that
+    /// has it.
     pub(crate) fn sidecar(&self, key: &str) -> Option<Sidecar> {
-        let name = format!("{key}.json");
-        let text = read_private(&self.dir.join(&name), SIDECAR_BYTES)?;
-        let (mac, body) = text.split_at_checked(MAC_HEX)?;
-        let body = body.strip_prefix(b"\n")?;
-        if !constant_time_eq(mac, self.mac(&name, body).as_bytes()) {
-            tracing::warn!(
-                key,
-                "a cache entry's sidecar was not written by this host (its MAC does not match); \
-                 recompiling"
-            );
-            return None;
-        }
-        let sidecar: Sidecar = serde_json::from_slice(body).ok()?;
-        (sidecar.format == FORMAT).then_some(sidecar)
+        self.shelves().find_map(|shelf| shelf.sidecar(key))
     }
 
     /// Why the component of `key` failed to load before, under limits
     /// whose fingerprint is `limits`, if it did in the last day: a component
     /// whose `describe` spins or traps is not run again at every start.
     pub(crate) fn failure(&self, key: &str, limits: &str) -> Option<LoadError> {
-        let name = format!("{key}.failed");
-        let text = read_private(&self.dir.join(&name), SIDECAR_BYTES)?;
-        let (mac, body) = text.split_at_checked(MAC_HEX)?;
-        let body = body.strip_prefix(b"\n")?;
-        if !constant_time_eq(mac, self.mac(&name, body).as_bytes()) {
-            return None;
-        }
-        let record: FailureRecord = serde_json::from_slice(body).ok()?;
+        let own = self.own.as_ref()?;
+        let body = own.read_signed(&format!("{key}.failed"))?;
+        let record: FailureRecord = serde_json::from_slice(&body).ok()?;
         let fresh = now_secs().saturating_sub(record.at) < REMEMBER_FAILURE.as_secs();
         (record.format == FORMAT && record.limits == limits && fresh).then_some(record.error)
     }
 
     /// Remembers why the component of `key` failed to load.
     pub(crate) fn store_failure(&self, key: &str, limits: &str, error: &LoadError) {
-        let name = format!("{key}.failed");
+        let Some(own) = &self.own else { return };
         let record = FailureRecord {
             format: FORMAT,
             limits: limits.to_string(),
@@ -182,10 +168,114 @@ impl ArtifactCache {
         };
         let result = serde_json::to_vec(&record)
             .map_err(std::io::Error::other)
-            .and_then(|body| self.write_signed(&name, &body));
+            .and_then(|body| own.write_signed(&format!("{key}.failed"), &body));
         if let Err(e) = result {
             tracing::warn!(key, "the artifact cache could not record a failure: {e}");
         }
+    }
+
+    /// The compiled component of `key`, verified against its sidecar, from
+    /// the first shelf whose entry checks out.
+    pub(crate) fn component(&self, key: &str, engine: &wasmtime::Engine) -> Option<Component> {
+        self.shelves()
+            .find_map(|shelf| shelf.component(key, engine))
+    }
+
+    /// Stores a compiled component and what is known about it. Failures are
+    /// logged: a cache that cannot be written only costs time.
+    pub(crate) fn store(
+        &self,
+        key: &str,
+        component: &Component,
+        descriptor: Option<&Descriptor>,
+        imports: &[(String, Needs)],
+    ) {
+        let Some(own) = &self.own else { return };
+        let result = (|| -> std::io::Result<()> {
+            let artifact = component.serialize().map_err(std::io::Error::other)?;
+            let sidecar = Sidecar {
+                format: FORMAT,
+                artifact_blake3: blake3::hash(&artifact).to_hex().to_string(),
+                artifact_bytes: artifact.len() as u64,
+                descriptor: descriptor.cloned(),
+                imports: imports.to_vec(),
+            };
+            host_files::write_private(&own.dir.join(format!("{key}.cwasm")), &artifact)?;
+            own.write_signed(&format!("{key}.json"), &serde_json::to_vec(&sidecar)?)
+        })();
+        if let Err(e) = result {
+            tracing::warn!(key, "the artifact cache could not be written: {e}");
+        }
+    }
+}
+
+impl Shelf {
+    /// The cache's own directory, created private to the user if need be.
+    fn open(dir: &Path) -> Option<Shelf> {
+        if let Err(e) = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+        {
+            tracing::warn!(
+                "the artifact cache {} cannot be created: {e}; compiling every time",
+                dir.display()
+            );
+            return None;
+        }
+        Shelf::checked(dir, "the artifact cache", mac_key)
+    }
+
+    /// A directory of artifacts compiled ahead of time: it must exist, with
+    /// its key, and is never written.
+    fn open_read_only(dir: &Path) -> Option<Shelf> {
+        Shelf::checked(dir, "the precompiled artifacts", existing_mac_key)
+    }
+
+    fn checked(
+        dir: &Path,
+        what: &str,
+        key: fn(&Path) -> std::io::Result<[u8; 32]>,
+    ) -> Option<Shelf> {
+        if let Err(why) = check_private(dir) {
+            tracing::warn!("{what} in {} are not used: {why}", dir.display());
+            return None;
+        }
+        match key(dir) {
+            Ok(mac_key) => Some(Shelf {
+                dir: dir.to_path_buf(),
+                mac_key,
+            }),
+            Err(e) => {
+                tracing::warn!(
+                    "{what} in {} are not used: its key {KEY_FILE}: {e}",
+                    dir.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// The body of the file `name`, if its MAC says this shelf's key wrote it.
+    fn read_signed(&self, name: &str) -> Option<Vec<u8>> {
+        let text = read_private(&self.dir.join(name), SIDECAR_BYTES)?;
+        let (mac, body) = text.split_at_checked(MAC_HEX)?;
+        let body = body.strip_prefix(b"\n")?;
+        if !constant_time_eq(mac, self.mac(name, body).as_bytes()) {
+            tracing::warn!(
+                name,
+                "a cache entry was not written by this host (its MAC does not match); \
+                 recompiling"
+            );
+            return None;
+        }
+        Some(body.to_vec())
+    }
+
+    fn sidecar(&self, key: &str) -> Option<Sidecar> {
+        let body = self.read_signed(&format!("{key}.json"))?;
+        let sidecar: Sidecar = serde_json::from_slice(&body).ok()?;
+        (sidecar.format == FORMAT).then_some(sidecar)
     }
 
     /// Writes `body` under `name`, preceded by its MAC.
@@ -206,8 +296,7 @@ impl ArtifactCache {
         mac.finalize().to_hex().to_string()
     }
 
-    /// The compiled component of `key`, verified against its sidecar.
-    pub(crate) fn component(&self, key: &str, engine: &wasmtime::Engine) -> Option<Component> {
+    fn component(&self, key: &str, engine: &wasmtime::Engine) -> Option<Component> {
         let sidecar = self.sidecar(key)?;
         let bytes = read_private(&self.dir.join(format!("{key}.cwasm")), ARTIFACT_BYTES)?;
         if bytes.len() as u64 != sidecar.artifact_bytes
@@ -221,10 +310,11 @@ impl ArtifactCache {
         }
         // SAFETY: the bytes are an artifact this host serialised itself:
         // they match the hash in a sidecar whose MAC only a holder of the
-        // host's key can compute, recorded when they were written. They were read into memory and
-        // checked before this call, so they cannot change in between.
-        // Artifacts from another wasmtime version or configuration are
-        // rejected by `deserialize` with an error (and the key differs).
+        // shelf's key can compute, recorded when they were written. They
+        // were read into memory and checked before this call, so they
+        // cannot change in between. Artifacts from another wasmtime
+        // version or configuration are rejected by `deserialize` with an
+        // error (and the key differs).
         match unsafe { Component::deserialize(engine, &bytes) } {
             Ok(component) => Some(component),
             Err(e) => {
@@ -234,32 +324,6 @@ impl ArtifactCache {
                 );
                 None
             }
-        }
-    }
-
-    /// Stores a compiled component and what is known about it. Failures are
-    /// logged: a cache that cannot be written only costs time.
-    pub(crate) fn store(
-        &self,
-        key: &str,
-        component: &Component,
-        descriptor: Option<&Descriptor>,
-        imports: &[(String, Needs)],
-    ) {
-        let result = (|| -> std::io::Result<()> {
-            let artifact = component.serialize().map_err(std::io::Error::other)?;
-            let sidecar = Sidecar {
-                format: FORMAT,
-                artifact_blake3: blake3::hash(&artifact).to_hex().to_string(),
-                artifact_bytes: artifact.len() as u64,
-                descriptor: descriptor.cloned(),
-                imports: imports.to_vec(),
-            };
-            host_files::write_private(&self.dir.join(format!("{key}.cwasm")), &artifact)?;
-            self.write_signed(&format!("{key}.json"), &serde_json::to_vec(&sidecar)?)
-        })();
-        if let Err(e) = result {
-            tracing::warn!(key, "the artifact cache could not be written: {e}");
         }
     }
 }
@@ -309,26 +373,27 @@ fn mac_key(dir: &Path) -> std::io::Result<[u8; 32]> {
     let _ = std::fs::remove_file(&tmp);
     match created {
         Ok(()) => Ok(key),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let file = airlock_core::host_files::open_regular(&path, Links::Refuse)?;
-            let meta = file.metadata()?;
-            if meta.permissions().mode() & 0o077 != 0 {
-                return Err(std::io::Error::other(
-                    "others can read or write it (chmod 600)",
-                ));
-            }
-            let mut key = [0u8; 32];
-            let mut rest = Vec::new();
-            let mut file = file;
-            file.read_exact(&mut key)?;
-            file.read_to_end(&mut rest)?;
-            if !rest.is_empty() {
-                return Err(std::io::Error::other("it is not 32 bytes"));
-            }
-            Ok(key)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => existing_mac_key(dir),
         Err(e) => Err(e),
     }
+}
+
+/// The MAC key already in `dir`: 32 bytes only the user can read.
+fn existing_mac_key(dir: &Path) -> std::io::Result<[u8; 32]> {
+    let mut file = airlock_core::host_files::open_regular(&dir.join(KEY_FILE), Links::Refuse)?;
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(
+            "others can read or write it (chmod 600)",
+        ));
+    }
+    let mut key = [0u8; 32];
+    let mut rest = Vec::new();
+    file.read_exact(&mut key)?;
+    file.read_to_end(&mut rest)?;
+    if !rest.is_empty() {
+        return Err(std::io::Error::other("it is not 32 bytes"));
+    }
+    Ok(key)
 }
 
 /// Compares two byte strings in time independent of where they differ.
@@ -350,9 +415,9 @@ mod tests {
         let dir = tmp.path().join("cache");
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(ArtifactCache::open(&dir, &engine()).is_none());
+        assert!(ArtifactCache::open(Some(&dir), None, &engine()).is_none());
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        assert!(ArtifactCache::open(&dir, &engine()).is_some());
+        assert!(ArtifactCache::open(Some(&dir), None, &engine()).is_some());
     }
 
     #[test]
@@ -360,7 +425,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("c");
         let engine = engine();
-        let cache = ArtifactCache::open(&dir, &engine).unwrap();
+        let cache = ArtifactCache::open(Some(&dir), None, &engine).unwrap();
         let key_mode = std::fs::metadata(dir.join(KEY_FILE))
             .unwrap()
             .permissions()
@@ -398,14 +463,14 @@ mod tests {
         // A new key (another host's cache, or one an attacker made) trusts
         // nothing written under the old one.
         std::fs::remove_file(dir.join(KEY_FILE)).unwrap();
-        let reopened = ArtifactCache::open(&dir, &engine).unwrap();
+        let reopened = ArtifactCache::open(Some(&dir), None, &engine).unwrap();
         assert!(reopened.sidecar(&key).is_none());
     }
 
     #[test]
     fn failures_are_remembered_for_a_day_under_the_same_limits() {
         let tmp = tempfile::tempdir().unwrap();
-        let cache = ArtifactCache::open(&tmp.path().join("c"), &engine()).unwrap();
+        let cache = ArtifactCache::open(Some(&tmp.path().join("c")), None, &engine()).unwrap();
         let key = cache.key(b"stuck");
         let error = LoadError::Describe("it spun".into());
         assert_eq!(cache.failure(&key, "limits"), None);
@@ -422,6 +487,9 @@ mod tests {
         };
         let name = format!("{key}.failed");
         cache
+            .own
+            .as_ref()
+            .unwrap()
             .write_signed(&name, &serde_json::to_vec(&record).unwrap())
             .unwrap();
         assert_eq!(
@@ -435,18 +503,78 @@ mod tests {
     fn a_key_others_can_read_turns_the_cache_off() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("c");
-        assert!(ArtifactCache::open(&dir, &engine()).is_some());
+        assert!(ArtifactCache::open(Some(&dir), None, &engine()).is_some());
         std::fs::set_permissions(dir.join(KEY_FILE), std::fs::Permissions::from_mode(0o644))
             .unwrap();
-        assert!(ArtifactCache::open(&dir, &engine()).is_none());
+        assert!(ArtifactCache::open(Some(&dir), None, &engine()).is_none());
     }
 
     #[test]
     fn keys_depend_on_the_bytes() {
         let tmp = tempfile::tempdir().unwrap();
-        let cache = ArtifactCache::open(&tmp.path().join("c"), &engine()).unwrap();
+        let cache = ArtifactCache::open(Some(&tmp.path().join("c")), None, &engine()).unwrap();
         assert_ne!(cache.key(b"a"), cache.key(b"b"));
         assert_eq!(cache.key(b"a"), cache.key(b"a"));
         assert!(cache.sidecar(&cache.key(b"a")).is_none());
+    }
+
+    #[test]
+    fn precompiled_artifacts_are_read_after_the_own_directory_and_never_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (own, ahead) = (tmp.path().join("own"), tmp.path().join("ahead"));
+        let engine = engine();
+        let component = Component::new(&engine, wat::parse_str("(component)").unwrap()).unwrap();
+        // Filled ahead of time, as `airlock precompile` does: a cache of its own.
+        let filler = ArtifactCache::open(Some(&ahead), None, &engine).unwrap();
+        let key = filler.key(b"bundled");
+        filler.store(&key, &component, None, &[]);
+        let entries = || std::fs::read_dir(&ahead).unwrap().count();
+        let before = entries();
+
+        let cache = ArtifactCache::open(Some(&own), Some(&ahead), &engine).unwrap();
+        assert!(cache.sidecar(&key).is_some());
+        assert!(cache.component(&key, &engine).is_some());
+        assert_eq!(cache.dir(), Some(own.as_path()));
+        let other = cache.key(b"installed later");
+        cache.store(&other, &component, None, &[]);
+        cache.store_failure(&key, "limits", &LoadError::Describe("spun".into()));
+        assert_eq!(
+            entries(),
+            before,
+            "the precompiled directory is never written"
+        );
+        assert!(own.join(format!("{other}.cwasm")).exists());
+
+        // Without a directory of its own (a read-only root), it still serves.
+        let alone = ArtifactCache::open(None, Some(&ahead), &engine).unwrap();
+        assert!(alone.component(&key, &engine).is_some());
+        assert_eq!(alone.dir(), None);
+        alone.store(&other, &component, None, &[]);
+        assert_eq!(entries(), before);
+
+        // Its entries answer to its own key: one signed with another's is a miss.
+        std::fs::copy(own.join(KEY_FILE), ahead.join(KEY_FILE)).unwrap();
+        let rekeyed = ArtifactCache::open(None, Some(&ahead), &engine).unwrap();
+        assert!(rekeyed.sidecar(&key).is_none());
+        assert!(rekeyed.component(&key, &engine).is_none());
+    }
+
+    #[test]
+    fn a_precompiled_directory_must_exist_with_its_key_and_be_the_users_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ahead = tmp.path().join("ahead");
+        let engine = engine();
+        assert!(ArtifactCache::open(None, Some(&ahead), &engine).is_none());
+        assert!(!ahead.exists(), "it is not created");
+        std::fs::create_dir(&ahead).unwrap();
+        assert!(
+            ArtifactCache::open(None, Some(&ahead), &engine).is_none(),
+            "no key: nothing in it can be trusted"
+        );
+        assert!(!ahead.join(KEY_FILE).exists(), "and none is made");
+        ArtifactCache::open(Some(&ahead), None, &engine).unwrap();
+        assert!(ArtifactCache::open(None, Some(&ahead), &engine).is_some());
+        std::fs::set_permissions(&ahead, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(ArtifactCache::open(None, Some(&ahead), &engine).is_none());
     }
 }

@@ -71,6 +71,14 @@ struct Inner {
     preopens: preopens::Preopens,
 }
 
+/// Where compiled components are kept: the cache's own directory, and a
+/// read-only one filled ahead of time.
+#[derive(Default)]
+struct Caches {
+    own: Option<std::path::PathBuf>,
+    precompiled: Option<std::path::PathBuf>,
+}
+
 /// The queue in front of the pool: a permit per live store, handed out
 /// fairly among agent contexts.
 struct Admission {
@@ -120,16 +128,22 @@ impl Engine {
     /// assert_eq!(engine.limits().pool_slots, 1000);
     /// ```
     pub fn new(limits: &Limits) -> anyhow::Result<Engine> {
-        Engine::build(limits, None)
+        Engine::build(limits, Caches::default())
     }
 
     /// The engine a configuration asks for: its limits, and its artifact
-    /// cache ([`Config::effective_cache_dir`]) when that can be used safely.
+    /// cache ([`Config::effective_cache_dir`], with
+    /// [`Config::effective_precompiled_dir`] behind it) when that can be
+    /// used safely.
     pub fn from_config(config: &Config) -> anyhow::Result<Engine> {
-        Engine::build(&config.limits, config.effective_cache_dir().as_deref())
+        let caches = Caches {
+            own: config.effective_cache_dir(),
+            precompiled: config.effective_precompiled_dir(),
+        };
+        Engine::build(&config.limits, caches)
     }
 
-    fn build(limits: &Limits, cache_dir: Option<&Path>) -> anyhow::Result<Engine> {
+    fn build(limits: &Limits, caches: Caches) -> anyhow::Result<Engine> {
         let stack = limits.wasm_stack_kib << 10;
         let mut config = wasmtime::Config::new();
         config
@@ -158,22 +172,26 @@ impl Engine {
                         "the instance pool ({total} slots) cannot be reserved: {e:#}; allocating on demand"
                     );
                     config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-                    return Engine::assemble(wasmtime::Engine::new(&config)?, limits, cache_dir, 0);
+                    return Engine::assemble(wasmtime::Engine::new(&config)?, limits, caches, 0);
                 }
             }
         };
-        Engine::assemble(engine, limits, cache_dir, slots)
+        Engine::assemble(engine, limits, caches, slots)
     }
 
     fn assemble(
         engine: wasmtime::Engine,
         limits: &Limits,
-        cache_dir: Option<&Path>,
+        caches: Caches,
         slots: u32,
     ) -> anyhow::Result<Engine> {
         spawn_ticker(&engine, Duration::from_millis(limits.epoch_tick_ms.max(1)))?;
         let linker = linker(&engine)?;
-        let cache = cache_dir.and_then(|dir| ArtifactCache::open(dir, &engine));
+        let cache = ArtifactCache::open(
+            caches.own.as_deref(),
+            caches.precompiled.as_deref(),
+            &engine,
+        );
         let admission = (slots > 0).then(|| Admission {
             tools: FairShare::new(slots as usize),
             hooks: FairShare::new(hook_reserve(slots) as usize),
@@ -217,7 +235,7 @@ impl Engine {
 
     /// Where compiled components are cached, if anywhere.
     pub fn cache_dir(&self) -> Option<&Path> {
-        self.inner.cache.as_ref().map(ArtifactCache::dir)
+        self.inner.cache.as_ref()?.dir()
     }
 
     pub(crate) fn cache(&self) -> Option<&ArtifactCache> {
@@ -348,17 +366,13 @@ impl Engine {
                 return Ok((component, key, true));
             }
             let started = std::time::Instant::now();
-            tracing::info!(
-                target: COMPILE_LOG,
-                "compiling {what} for this machine ({} KiB; once: then it is cached)",
-                bytes.len() >> 10
-            );
+            let kib = bytes.len() >> 10;
+            let what = what.as_str();
+            tracing::info!(target: COMPILE_LOG, "{}", CompileEvent::Started { what, kib });
             let compiled = engine.compile(&bytes)?;
-            tracing::info!(
-                target: COMPILE_LOG,
-                "compiled {what} in {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
+            let secs = format!("{:.1}", started.elapsed().as_secs_f64());
+            let secs = secs.as_str();
+            tracing::info!(target: COMPILE_LOG, "{}", CompileEvent::Finished { what, secs });
             Ok((compiled, key, false))
         })
         .await
@@ -401,6 +415,63 @@ impl Engine {
 /// for a minute or more, and a front end shows these lines (the command
 /// line does by default) so that the wait is not silent.
 pub const COMPILE_LOG: &str = "airlock::compile";
+
+/// What a [`COMPILE_LOG`] event says: its message is this, displayed, so a
+/// front end can show it otherwise than as a line (the command line draws a
+/// spinner per compile on a terminal).
+///
+/// ```
+/// use airlock_engine::CompileEvent;
+/// let started = CompileEvent::Started { what: "bundled (bash)", kib: 8633 };
+/// assert_eq!(CompileEvent::parse(&started.to_string()), Some(started));
+/// // A path with " in " in it is still one component.
+/// let finished = CompileEvent::Finished { what: "/srv/in in/t.wasm", secs: "0.3" };
+/// assert_eq!(CompileEvent::parse(&finished.to_string()), Some(finished));
+/// assert_eq!(CompileEvent::parse("compiled nothing"), None);
+/// ```
+#[derive(Debug, PartialEq, Eq)]
+pub enum CompileEvent<'a> {
+    /// `what`, of `kib` KiB, is being compiled.
+    Started {
+        /// The component, as its origin names it.
+        what: &'a str,
+        /// Its size.
+        kib: usize,
+    },
+    /// `what` was compiled in `secs` seconds (as written, one decimal).
+    Finished {
+        /// The component, as its origin names it.
+        what: &'a str,
+        /// How long it took.
+        secs: &'a str,
+    },
+}
+
+impl CompileEvent<'_> {
+    /// The event a [`COMPILE_LOG`] message says, if it is one.
+    pub fn parse(message: &str) -> Option<CompileEvent<'_>> {
+        if let Some(rest) = message.strip_prefix("compiling ") {
+            let (what, rest) = rest.rsplit_once(" for this machine (")?;
+            let kib = rest.split_once(" KiB")?.0.parse().ok()?;
+            return Some(CompileEvent::Started { what, kib });
+        }
+        let (what, secs) = message.strip_prefix("compiled ")?.rsplit_once(" in ")?;
+        let secs = secs.strip_suffix(" s")?;
+        Some(CompileEvent::Finished { what, secs })
+    }
+}
+
+impl std::fmt::Display for CompileEvent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileEvent::Started { what, kib } => write!(
+                f,
+                "compiling {what} for this machine ({kib} KiB; once: then it is cached)"
+            ),
+            CompileEvent::Finished { what, secs } => write!(f, "compiled {what} in {secs} s"),
+        }
+    }
+}
 
 /// Bytes of each pooled linear memory kept resident between uses (only
 /// the pages a guest touched are).

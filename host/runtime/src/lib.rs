@@ -122,7 +122,7 @@ pub use airlock_core::permissions::PermissionMode;
 pub use airlock_core::tool::{
     ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput,
 };
-pub use airlock_engine::{COMPILE_LOG, Engine, WasmTool};
+pub use airlock_engine::{COMPILE_LOG, CompileEvent, Engine, WasmTool};
 pub use call::{CallControl, Caller, PermissionRecord, ToolResult, ToolUse};
 pub use context::{Completed, Denial, READ_FILE_CACHE, ToolContext};
 pub use executor::{Calls, Executor, ExecutorEvent, ExecutorHandle, Submit, UseEvents};

@@ -76,6 +76,9 @@ impl Config {
         if let Some(dir) = &mut config.cache_dir {
             fix(dir);
         }
+        if let Some(dir) = &mut config.precompiled_dir {
+            fix(dir);
+        }
         if let Some(file) = &mut config.approvals {
             fix(file);
         }

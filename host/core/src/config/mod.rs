@@ -85,6 +85,13 @@ pub struct Config {
     /// must belong to the user and be writable only by them.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// A read-only directory of tools compiled ahead of time (`airlock
+    /// precompile`, run when a container image is built): read after
+    /// `cache_dir`, never written. Like the cache, it must belong to the
+    /// user and be writable only by them; an entry compiled for another
+    /// CPU or configuration is not used (the tool is compiled instead).
+    #[serde(default)]
+    pub precompiled_dir: Option<PathBuf>,
     /// When the built-in `tool_search` is offered: `auto` (the default:
     /// when some tool is deferred), `on`, or `off` (deferred tools are then
     /// listed in full).
@@ -388,6 +395,7 @@ impl Default for Config {
             hooks: HooksConfig::default(),
             artifact_cache: true,
             cache_dir: None,
+            precompiled_dir: None,
             tool_search: ToolSearchMode::Auto,
             settings: Vec::new(),
             merged_settings: Vec::new(),
@@ -661,6 +669,7 @@ impl Config {
             self.effective_cache_dir()
                 .into_iter()
                 .chain(default_cache_dir())
+                .chain(self.precompiled_dir.clone())
                 .map(|path| HostPath {
                     what: "the artifact cache",
                     path,
@@ -726,6 +735,12 @@ impl Config {
             return None;
         }
         self.cache_dir.clone().or_else(default_cache_dir)
+    }
+
+    /// The directory of tools compiled ahead of time in effect, if any
+    /// (none when `artifact_cache = false`).
+    pub fn effective_precompiled_dir(&self) -> Option<PathBuf> {
+        self.precompiled_dir.clone().filter(|_| self.artifact_cache)
     }
 }
 
