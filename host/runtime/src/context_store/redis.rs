@@ -5,15 +5,15 @@
 //! round trip, atomic on the server): an update applies to a context that
 //! exists or to nothing. The client speaks RESP2 over a small pool of
 //! connections; each command has a deadline, and a connection that failed
-//! is dropped (a command that failed on an idle one is sent again on a new
-//! one).
+//! is dropped (its command is sent again, once, on a new one). Within the
+//! deadline, a refused connection and a server still loading its data are
+//! tried again (a restart).
 
 use super::{ContextStore, Fields, StoreError};
 use airlock_core::config::ContextStoreUrl;
 use async_trait::async_trait;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -22,8 +22,9 @@ use tokio::net::TcpStream;
 const DEADLINE: Duration = Duration::from_secs(2);
 /// Idle connections kept.
 const POOL: usize = 16;
-/// How soon a command a loading server refused is sent again.
-const LOADING_AGAIN: Duration = Duration::from_millis(50);
+/// How soon a command a loading server refused is sent again, and a
+/// refused connection tried again.
+const AGAIN: Duration = Duration::from_millis(50);
 /// The largest reply accepted (a bulk string or an array's length).
 const MAX_REPLY: usize = 64 << 20;
 
@@ -84,7 +85,7 @@ impl Redis {
     }
 
     /// A new connection, with the password from the file if there is one.
-    async fn open(&self) -> Result<Connection, StoreError> {
+    async fn open(&self, waiting: &Waiting) -> Result<Connection, StoreError> {
         let password = match &self.password_file {
             None => None,
             Some(file) => {
@@ -97,7 +98,7 @@ impl Redis {
                 Some(text.trim_end_matches(['\n', '\r']).to_string())
             }
         };
-        Connection::open(&self.url, password.as_deref()).await
+        Connection::open(&self.url, password.as_deref(), waiting).await
     }
 
     /// Sends `PING`: whether the server answers.
@@ -137,17 +138,18 @@ impl Redis {
     }
 
     /// Runs one command, within [`DEADLINE`]: an error reply is an error.
-    /// A server still loading its data (restarted with an append-only
-    /// file) answers every command so until it is done: the command is
-    /// sent again until it is, or the deadline passes.
+    /// A server restarting waits a moment before it listens, then answers
+    /// every command "still loading" until it has read its data back: the
+    /// connection is tried, and the command sent, again until it is
+    /// answered, or the deadline passes.
     async fn command(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
-        let loading = AtomicBool::new(false);
+        let waiting = Waiting::default();
         let answered = async {
             loop {
-                match self.attempt(args).await? {
+                match self.attempt(args, &waiting).await? {
                     Reply::Error(e) if e.starts_with("LOADING") => {
-                        loading.store(true, Ordering::Relaxed);
-                        tokio::time::sleep(LOADING_AGAIN).await;
+                        waiting.on("still loading its data".into());
+                        tokio::time::sleep(AGAIN).await;
                     }
                     reply => return Ok::<_, StoreError>(reply),
                 }
@@ -156,12 +158,8 @@ impl Redis {
         let reply = tokio::time::timeout(DEADLINE, answered)
             .await
             .map_err(|_| {
-                let what = if loading.load(Ordering::Relaxed) {
-                    "still loading its data after"
-                } else {
-                    "no answer within"
-                };
-                StoreError(format!("{}: {what} {} s", self.url, DEADLINE.as_secs()))
+                let what = waiting.reason().unwrap_or_else(|| "no answer".into());
+                StoreError(format!("{}: {what} for {} s", self.url, DEADLINE.as_secs()))
             })??;
         match reply {
             Reply::Error(e) => Err(StoreError(format!("{} answered: {e}", self.url))),
@@ -170,34 +168,53 @@ impl Redis {
     }
 
     /// Sends one command on an idle connection (or a new one); a
-    /// connection is kept only after a complete reply. A command that
-    /// fails on an idle connection (the server restarted, or closed idle
-    /// clients) is sent again once on a new one, and the other idle ones
-    /// are dropped: every command sent here is idempotent.
-    async fn attempt(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let (connection, reply) = 'sent: {
-            if let Some(mut connection) = idle {
-                match connection.send(args).await {
-                    Ok(reply) => break 'sent (connection, reply),
-                    Err(e) => {
-                        tracing::debug!(
-                            "an idle connection to {} failed ({e}): reconnecting",
-                            self.url
-                        );
-                        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    /// connection is kept only after a complete reply. A command whose
+    /// connection fails (the server restarted, was killed with the command
+    /// in flight, or closed idle clients) is sent again once on a new one,
+    /// and the other idle ones are dropped: every command sent here is
+    /// idempotent.
+    async fn attempt(&self, args: &[&[u8]], waiting: &Waiting) -> Result<Reply, StoreError> {
+        let mut again = true;
+        loop {
+            let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let mut connection = match idle {
+                Some(connection) => connection,
+                None => self.open(waiting).await?,
+            };
+            match connection.send(args).await {
+                Ok(reply) => {
+                    let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                    if idle.len() < POOL {
+                        idle.push(connection);
                     }
+                    return Ok(reply);
                 }
+                Err(e) if again => {
+                    tracing::debug!(
+                        "a connection to {} failed ({e}): sending again on a new one",
+                        self.url
+                    );
+                    self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                    again = false;
+                }
+                Err(e) => return Err(e),
             }
-            let mut connection = self.open().await?;
-            let reply = connection.send(args).await?;
-            (connection, reply)
-        };
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < POOL {
-            idle.push(connection);
         }
-        Ok(reply)
+    }
+}
+
+/// Why a command is still waiting, if it was told: said when its
+/// deadline passes.
+#[derive(Default)]
+struct Waiting(Mutex<Option<String>>);
+
+impl Waiting {
+    fn on(&self, reason: String) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+    }
+
+    fn reason(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -308,7 +325,11 @@ struct Connection {
 impl Connection {
     /// A connection to `url`, signed in with its password or else with
     /// `password`.
-    async fn open(url: &ContextStoreUrl, password: Option<&str>) -> Result<Connection, StoreError> {
+    async fn open(
+        url: &ContextStoreUrl,
+        password: Option<&str>,
+        waiting: &Waiting,
+    ) -> Result<Connection, StoreError> {
         let ContextStoreUrl::Redis {
             host,
             port,
@@ -320,9 +341,18 @@ impl Connection {
             return Err(StoreError(format!("{url} is not a Redis URL")));
         };
         let password = in_url.as_deref().or(password);
-        let stream = TcpStream::connect((host.as_str(), *port))
-            .await
-            .map_err(|e| StoreError(format!("cannot connect to {url}: {e}")))?;
+        let stream = loop {
+            match TcpStream::connect((host.as_str(), *port)).await {
+                Ok(stream) => break stream,
+                // Nothing listens: a server restarting does not for a
+                // moment. Tried again until the command's deadline.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    waiting.on(format!("cannot connect ({e})"));
+                    tokio::time::sleep(AGAIN).await;
+                }
+                Err(e) => return Err(StoreError(format!("cannot connect to {url}: {e}"))),
+            }
+        };
         // A command and its reply are small: without this, each waits for
         // the server's delayed ACK.
         let _ = stream.set_nodelay(true);
