@@ -66,7 +66,12 @@ pub struct Replica {
 impl Replica {
     /// Starts one under `config`, with `home` as HOME.
     pub fn start(home: &Path, config: &Path) -> Replica {
-        let port = crate::balance::free_port();
+        Replica::start_on(home, config, crate::balance::free_port())
+    }
+
+    /// Starts one on `port` (one that stood there before, behind a
+    /// balancer that still names it).
+    pub fn start_on(home: &Path, config: &Path, port: u16) -> Replica {
         let child = airlock(
             home,
             config,
