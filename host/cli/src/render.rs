@@ -168,11 +168,23 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool, out: &mut dyn Write) -> io:
             .iter()
             .map(|f| json!({"tool": f.tool, "origin": f.origin, "error": f.error.to_string()}))
             .collect();
+        let skills = airlock.skills();
+        let listed: Vec<_> = skills
+            .skills
+            .iter()
+            .map(|s| json!({"name": s.name, "description": s.description, "dir": s.dir}))
+            .collect();
+        let refused: Vec<_> = skills
+            .failures
+            .iter()
+            .map(|f| json!({"dir": f.dir, "error": f.reason}))
+            .collect();
+        let all = json!({"tools": tools, "unavailable": unavailable,
+            "skills": listed, "unavailable_skills": refused});
         return writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&json!({"tools": tools, "unavailable": unavailable}))
-                .unwrap_or_default()
+            serde_json::to_string_pretty(&all).unwrap_or_default()
         );
     }
     let rows: Vec<[String; 6]> = entries
@@ -235,8 +247,26 @@ pub(crate) fn list(airlock: &Airlock, as_json: bool, out: &mut dyn Write) -> io:
             )?;
         }
     }
+    let skills = airlock.skills();
+    if !skills.is_empty() {
+        let w = skills
+            .skills
+            .iter()
+            .map(|s| s.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(5);
+        writeln!(out, "\n{:<w$}  DESCRIPTION", "SKILL")?;
+        for skill in &skills.skills {
+            let description = one_line(&skill.description, 100);
+            writeln!(out, "{:<w$}  {description}", skill.name)?;
+        }
+    }
     for failure in failures {
         eprintln!("unavailable: {}", one_line(&failure.to_string(), 400));
+    }
+    for failure in &skills.failures {
+        eprintln!("unavailable skill: {}", one_line(&failure.to_string(), 400));
     }
     Ok(())
 }

@@ -19,6 +19,16 @@ mod debian;
 #[path = "../../../tests/support/registry.rs"]
 mod registry;
 
+#[cfg(feature = "mcp")]
+#[path = "../../../tests/support/modern.rs"]
+#[allow(dead_code, reason = "shared with other tests, which use all of it")]
+mod modern;
+
+/// Skills: served over MCP, given by the `skill` tool, their scripts run.
+#[cfg(feature = "mcp")]
+#[path = "parts/skills.rs"]
+mod skills;
+
 /// The `airlock` binary with `args`, HOME set to `home`, and none of the
 /// user's configuration in its environment.
 fn command(home: &Path, args: &[&str]) -> Command {

@@ -39,6 +39,7 @@ mod mapping;
 mod relay;
 mod rounds;
 mod server;
+mod skills;
 mod sse;
 mod stateless;
 #[cfg(target_os = "linux")]

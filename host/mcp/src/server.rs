@@ -6,6 +6,7 @@
 use crate::lock;
 use crate::mapping::{logging, mcp_result, mcp_tool, page, path_of_file_uri, result_link};
 use crate::relay::{Abandon, Event, Relay, Relayed};
+use crate::skills;
 use crate::turn::{Received, wait_turn};
 use crate::{
     APPROVAL_WAIT, ELICITATION_TIMEOUT, McpHost, SPILLED_MIME, asking, auth, stateless, tasks,
@@ -21,10 +22,12 @@ use airlock_host::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use airlock_host::{ToolResult, ToolUse};
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, GetSkillRequestParams,
+    GetSkillResult, Implementation, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceDirectoryRequestParams,
+    ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -402,6 +405,7 @@ impl ServerHandler for McpServer {
             ServerCapabilities::builder()
                 .enable_logging()
                 .enable_resources()
+                .enable_skills_with_directory_read()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -524,12 +528,51 @@ impl ServerHandler for McpServer {
         Ok(result)
     }
 
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        Ok(skills::list(&self.session.host.tools.borrow()))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        skills::get(&self.session.host.tools.borrow(), &request.uri)
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        skills::directory(&self.session.host.tools.borrow(), &request.uri)
+    }
+
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
+        // A skill's file is anyone's to read: skills are served to every
+        // caller alike.
+        if uri.starts_with(skills::SCHEME) {
+            let read = skills::read(&self.session.host.tools.borrow(), &uri);
+            return match read {
+                Some(result) => Ok(result.into()),
+                None => Err(ErrorData::invalid_params(
+                    format!(
+                        "no skill has a file {:?}",
+                        sanitize::clean_capped(&uri, Sink::Line, 300)
+                    ),
+                    Some(serde_json::json!({ "uri": uri })),
+                )),
+            };
+        }
         let shown = || sanitize::clean_capped(&uri, Sink::Line, 300);
         // One answer for every result the caller does not have (another's,
         // one that never was, any other URI), so it learns nothing.

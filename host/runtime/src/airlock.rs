@@ -12,9 +12,12 @@ use crate::pipeline::results::ResultStore;
 use crate::pipeline::{self, CallPolicy};
 use crate::policy::PermissionRules;
 use crate::registry::Registry;
-use airlock_core::config::Config;
+use crate::skill_tool;
+use airlock_core::config::{Config, MountConfig};
 use airlock_core::descriptor::Descriptor;
+use airlock_core::descriptor::WorkspaceAccess;
 use airlock_core::grants::Grants;
+use airlock_core::skills::Skills;
 use airlock_engine::Engine;
 use std::sync::Arc;
 
@@ -44,6 +47,8 @@ pub struct Airlock {
     /// The permission rules a fresh context starts with.
     rules: Arc<PermissionRules>,
     policy: Arc<CallPolicy>,
+    /// The skills, read at start.
+    skills: Arc<Skills>,
 }
 
 impl std::fmt::Debug for Airlock {
@@ -62,11 +67,14 @@ impl Airlock {
     /// in [`Registry::failures`]. Permission prompts are denied until
     /// [`Airlock::with_prompter`] installs a prompter.
     pub async fn new(config: Config) -> anyhow::Result<Airlock> {
+        let skills = read_skills(&config).await?;
+        let config = with_skill_mounts(config, &skills);
         let grants = Arc::new(Grants::from_config(&config)?);
         let engine = Engine::from_config(&config)?;
         let registry = Registry::load(&engine, &config, &grants).await;
         let config = Arc::new(config);
-        Airlock::assemble(config, engine, grants, registry, Arc::new(DenyPrompter)).await
+        let parts = (engine, grants, registry, skills);
+        Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
     }
 
     /// Like [`Airlock::new`], but returns before the bundled tools are
@@ -81,11 +89,14 @@ impl Airlock {
     /// yet ([`Registry::unlisted`]): they compile in the background, and
     /// [`Airlock::settled`] gives the host that lists them.
     pub async fn open(config: Config) -> anyhow::Result<Airlock> {
+        let skills = read_skills(&config).await?;
+        let config = with_skill_mounts(config, &skills);
         let grants = Arc::new(Grants::from_config(&config)?);
         let engine = Engine::from_config(&config)?;
         let registry = Registry::list(&engine, &config, &grants).await;
         let config = Arc::new(config);
-        Airlock::assemble(config, engine, grants, registry, Arc::new(DenyPrompter)).await
+        let parts = (engine, grants, registry, skills);
+        Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
     }
 
     /// Waits until the tools [`Airlock::open`] listed before compiling them
@@ -108,6 +119,7 @@ impl Airlock {
         }
         let mut registry = match settled {
             Some(mut registry) => {
+                registry.offer_skills(&self.skills, &self.grants);
                 registry.offer_tool_search(self.config.tool_search, &self.grants);
                 registry
             }
@@ -131,17 +143,18 @@ impl Airlock {
         grants: Arc<Grants>,
         registry: Registry,
     ) -> anyhow::Result<Airlock> {
+        let skills = read_skills(&config).await?;
         let config = Arc::new(config);
-        Airlock::assemble(config, engine, grants, registry, Arc::new(DenyPrompter)).await
+        let parts = (engine, grants, registry, skills);
+        Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
     }
 
     async fn assemble(
         config: Arc<Config>,
-        engine: Engine,
-        grants: Arc<Grants>,
-        mut registry: Registry,
+        (engine, grants, mut registry, skills): (Engine, Arc<Grants>, Registry, Arc<Skills>),
         prompter: Arc<dyn PermissionPrompter>,
     ) -> anyhow::Result<Airlock> {
+        registry.offer_skills(&skills, &grants);
         registry.offer_tool_search(config.tool_search, &grants);
         let rules = PermissionRules::from_config(&config.permissions)
             .map_err(|e| anyhow::anyhow!("permissions: {e}"))?;
@@ -154,6 +167,7 @@ impl Airlock {
             rules: Arc::new(rules),
             policy: Arc::new(policy),
             grants,
+            skills,
         })
     }
 
@@ -196,16 +210,11 @@ impl Airlock {
         if !same_sources || &config.limits != self.engine.limits() {
             return self.loaded_under(config).await;
         }
+        let config = with_skill_mounts(config, &self.skills);
         let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
         let registry = self.registry.regrant(&config, &grants);
-        Airlock::assemble(
-            Arc::new(config),
-            self.engine.clone(),
-            grants,
-            registry,
-            self.policy.prompter().clone(),
-        )
-        .await
+        let parts = (self.engine.clone(), grants, registry, self.skills.clone());
+        Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
     }
 
     /// The same configuration with its tools loaded afresh from their
@@ -217,18 +226,18 @@ impl Airlock {
     }
 
     async fn loaded_under(&self, config: Config) -> anyhow::Result<Airlock> {
+        let config = with_skill_mounts(config, &self.skills);
         let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
         let engine = Engine::from_config(&config)?;
         let registry = self.registry.load_again(&engine, &config, &grants).await;
-        let config = Arc::new(config);
-        Airlock::assemble(
-            config,
-            engine,
-            grants,
-            registry,
-            self.policy.prompter().clone(),
-        )
-        .await
+        let parts = (engine, grants, registry, self.skills.clone());
+        Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
+    }
+
+    /// The skills read at start (from [`Config::skill_dirs`]), and the
+    /// folders that are not usable skills, with why.
+    pub fn skills(&self) -> &Arc<Skills> {
+        &self.skills
     }
 
     /// The tools.
@@ -336,4 +345,55 @@ impl From<Airlock> for Calls {
     fn from(airlock: Airlock) -> Calls {
         Calls::from(&airlock)
     }
+}
+
+/// Reads the skills of `config`'s skill directories, off the async
+/// threads; each folder that is not a usable skill is logged.
+async fn read_skills(config: &Config) -> anyhow::Result<Arc<Skills>> {
+    let dirs = config.skill_dirs();
+    let skills = tokio::task::spawn_blocking(move || Skills::load(&dirs))
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the skills failed: {e}"))?;
+    for failure in &skills.failures {
+        tracing::warn!("a skill is not served: {failure}");
+    }
+    Ok(Arc::new(skills))
+}
+
+/// `config` with each skill's folder mounted read-only into the tools that
+/// run its scripts ([`skill_tool::RUNNERS`]: the bundled `bash`, and so
+/// the programs it runs), at [`skill_tool::mount_path`]. A skill in the
+/// workspace is reached there, and one already mounted is not mounted
+/// again.
+fn with_skill_mounts(mut config: Config, skills: &Skills) -> Config {
+    if !config.bundled_tools || skills.is_empty() {
+        return config;
+    }
+    let workspace = config
+        .workspace
+        .as_ref()
+        .and_then(|w| w.canonicalize().ok());
+    for skill in &skills.skills {
+        let Ok(dir) = skill.dir.canonicalize() else {
+            continue;
+        };
+        if workspace
+            .as_ref()
+            .is_some_and(|w| dir.starts_with(w) || w.starts_with(&dir))
+        {
+            continue;
+        }
+        let mount = MountConfig {
+            host: dir,
+            path: Some(skill_tool::mount_path(&skill.name)),
+            access: WorkspaceAccess::Read,
+        };
+        for tool in skill_tool::RUNNERS {
+            let mounts = &mut config.tools.entry(tool.to_string()).or_default().mounts;
+            if !mounts.contains(&mount) {
+                mounts.push(mount.clone());
+            }
+        }
+    }
+    config
 }

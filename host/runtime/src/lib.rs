@@ -105,6 +105,7 @@ mod executor;
 pub mod pipeline;
 pub mod policy;
 mod registry;
+pub mod skill_tool;
 pub mod tool_search;
 
 #[cfg(any(test, feature = "test-support"))]
@@ -119,6 +120,7 @@ pub use airlock_core::descriptor::{
 pub use airlock_core::error::{CallError, ErrorClass, LoadError};
 pub use airlock_core::grants::Grants;
 pub use airlock_core::permissions::PermissionMode;
+pub use airlock_core::skills::{Skill, SkillFailure, SkillFile, Skills};
 pub use airlock_core::tool::{
     ContentBlock, ContextChange, PermissionDecision, Tool, ToolOrigin, ToolOutput,
 };

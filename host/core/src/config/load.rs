@@ -79,6 +79,9 @@ impl Config {
         if let Some(dir) = &mut config.precompiled_dir {
             fix(dir);
         }
+        for dir in config.skills.dirs.iter_mut().flatten() {
+            fix(dir);
+        }
         if let Some(file) = &mut config.approvals {
             fix(file);
         }

@@ -36,7 +36,7 @@ pub use mcp_server::{McpServerConfig, ServerWorkspace};
 pub(crate) use paths::user_dir;
 pub use paths::{
     HostPath, approvals_file, default_cache_dir, default_contexts_dir, default_results_dir,
-    default_sdk_dir, default_tool_dir,
+    default_sdk_dir, default_skills_dir, default_tool_dir,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -145,6 +145,33 @@ pub struct Config {
     /// `[auth]`: OAuth 2.1 bearer tokens `airlock mcp --http` requires
     /// (see [`AuthConfig`]); none when absent.
     pub auth: Option<AuthConfig>,
+    /// `[skills]`: where skills are read from (see [`SkillsConfig`]).
+    #[serde(default)]
+    pub skills: SkillsConfig,
+}
+
+/// `[skills]`: the directories whose folders are skills
+/// ([`crate::skills`]).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillsConfig {
+    /// Directories of skill folders, in order (the first of two skills
+    /// with one name wins). Default: `~/.local/share/airlock/skills`
+    /// ([`default_skills_dir`]).
+    pub dirs: Option<Vec<PathBuf>>,
+    /// Whether the folders Claude Code reads skills from are read too,
+    /// after `dirs`: `~/.claude/skills`, then the workspace's
+    /// `.claude/skills` (as trusted as what is written in the workspace).
+    pub claude: bool,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> SkillsConfig {
+        SkillsConfig {
+            dirs: None,
+            claude: true,
+        }
+    }
 }
 
 /// `[auth]`: `airlock mcp --http` as an OAuth 2.1 resource server. Every
@@ -405,6 +432,7 @@ impl Default for Config {
             sandbox_helper: None,
             trust: Vec::new(),
             contexts: ContextsConfig::default(),
+            skills: SkillsConfig::default(),
             secrets: BTreeMap::new(),
             auth: None,
         }
@@ -480,7 +508,7 @@ impl ToolConfig {
 }
 
 /// A directory besides the workspace.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MountConfig {
     /// The directory on the host.
@@ -662,6 +690,16 @@ impl Config {
         let mut tool_dirs = self.tool_dirs.clone().unwrap_or_default();
         tool_dirs.extend(default_tool_dir());
         paths.extend(tool_dirs.into_iter().map(|d| dir("a tool directory", d)));
+        // Skills are instructions to a model, and their scripts run: a
+        // tool that could write them could steer the agent (the
+        // workspace's own `.claude/skills` excepted: it is the workspace's).
+        let workspace_skills = self.workspace.as_ref().map(|w| w.join(".claude/skills"));
+        paths.extend(
+            self.skill_dirs()
+                .into_iter()
+                .filter(|d| Some(d) != workspace_skills.as_ref())
+                .map(|d| dir("a skills directory", d)),
+        );
         // What `airlock build` compiles into tools (a build script added
         // there would run on the host).
         paths.extend(default_sdk_dir().map(|d| dir("the SDKs `airlock build` uses", d)));
@@ -737,6 +775,21 @@ impl Config {
         self.cache_dir.clone().or_else(default_cache_dir)
     }
 
+    /// The directories skills are read from, in order: `[skills] dirs`
+    /// (else [`default_skills_dir`]), then, unless `claude = false`,
+    /// `~/.claude/skills` and the workspace's `.claude/skills`.
+    pub fn skill_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = match &self.skills.dirs {
+            Some(dirs) => dirs.clone(),
+            None => default_skills_dir().into_iter().collect(),
+        };
+        if self.skills.claude {
+            dirs.extend(std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude/skills")));
+            dirs.extend(self.workspace.as_ref().map(|w| w.join(".claude/skills")));
+        }
+        dirs
+    }
+
     /// The directory of tools compiled ahead of time in effect, if any
     /// (none when `artifact_cache = false`).
     pub fn effective_precompiled_dir(&self) -> Option<PathBuf> {
@@ -786,6 +839,43 @@ mod tests {
             paths.iter().any(|p| p.path == sdks && p.is_dir),
             "{paths:?}"
         );
+    }
+
+    #[test]
+    fn skills_directories_but_the_workspaces_are_airlocks_own_state() {
+        let config = Config {
+            workspace: Some("/srv/project".into()),
+            skills: SkillsConfig {
+                dirs: Some(vec!["/srv/skills".into()]),
+                claude: true,
+            },
+            ..Config::default()
+        };
+        let dirs = config.skill_dirs();
+        let home = PathBuf::from(std::env::var_os("HOME").expect("tests run with HOME set"));
+        assert_eq!(
+            dirs,
+            [
+                PathBuf::from("/srv/skills"),
+                home.join(".claude/skills"),
+                PathBuf::from("/srv/project/.claude/skills")
+            ]
+        );
+        let paths = config.host_paths();
+        let own = |dir: &Path| paths.iter().any(|p| p.path == dir && p.is_dir);
+        assert!(own(&dirs[0]) && own(&dirs[1]), "{paths:?}");
+        assert!(
+            !own(&dirs[2]),
+            "the workspace's own skills are the workspace's"
+        );
+        let off = Config {
+            skills: SkillsConfig {
+                dirs: None,
+                claude: false,
+            },
+            ..Config::default()
+        };
+        assert_eq!(off.skill_dirs(), Vec::from_iter(default_skills_dir()));
     }
 
     #[test]

@@ -48,6 +48,12 @@ pub fn default_tool_dir() -> Option<PathBuf> {
     user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/tools"))
 }
 
+/// The default directory of skills: `$XDG_DATA_HOME/airlock/skills`, or
+/// `~/.local/share/airlock/skills`.
+pub fn default_skills_dir() -> Option<PathBuf> {
+    user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/skills"))
+}
+
 /// Where `airlock new` and `airlock build` put the SDKs a tool project
 /// depends on: `$XDG_DATA_HOME/airlock/sdk`, or `~/.local/share/airlock/sdk`.
 /// No writable grant may reach it.

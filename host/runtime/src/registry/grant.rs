@@ -2,7 +2,7 @@
 //! name when several tools claim it.
 
 use super::{Loaded, Registry};
-use crate::tool_search;
+use crate::{skill_tool, tool_search};
 use airlock_core::config::Config;
 use airlock_core::error::LoadError;
 use airlock_core::grants::Grants;
@@ -71,7 +71,7 @@ impl Registry {
 type Refused = (Arc<Loaded>, LoadError);
 
 /// Names no loaded tool may take: the built-in tools'.
-pub(super) const BUILTIN_NAMES: &[&str] = &[tool_search::NAME];
+pub(super) const BUILTIN_NAMES: &[&str] = &[tool_search::NAME, skill_tool::NAME];
 
 /// Which of `loaded` may take their names: of tools with the same name,
 /// one with the same code as an earlier one is dropped (the same tool

@@ -27,11 +27,13 @@ pub use stamp::SourceStamp;
 
 use grant::BUILTIN_NAMES;
 
+use crate::skill_tool::{self, SkillTool};
 use crate::tool_search::{self, ToolSearch};
 use airlock_core::config::ToolSearchMode;
 use airlock_core::descriptor::Descriptor;
 use airlock_core::error::LoadError;
 use airlock_core::grants::{Grants, ToolGrants};
+use airlock_core::skills::Skills;
 use airlock_core::tool::{Catalog, Tool, ToolOrigin};
 use airlock_engine::{Compiling, Pending};
 use serde_json::Value;
@@ -259,6 +261,29 @@ impl Registry {
             output_validator: loaded.output_validator.clone(),
         }));
         Ok(())
+    }
+
+    /// Offers the built-in `skill` tool over `skills` when there is one,
+    /// replacing one already registered.
+    pub fn offer_skills(&mut self, skills: &Arc<Skills>, grants: &Grants) {
+        let is_skill_tool = |tool: &Arc<dyn Tool>| {
+            tool.origin() == &ToolOrigin::Builtin && tool.descriptor().name == skill_tool::NAME
+        };
+        self.loaded.retain(|l| !is_skill_tool(&l.tool));
+        self.entries.retain(|e| !is_skill_tool(&e.tool));
+        self.reindex();
+        if skills.is_empty() {
+            return;
+        }
+        let result = grants.for_tool(skill_tool::NAME).and_then(|g| {
+            if !g.enabled {
+                return Ok(());
+            }
+            self.add(Arc::new(SkillTool::new(skills.clone(), grants)), g)
+        });
+        if let Err(error) = result {
+            self.fail(ToolOrigin::Builtin, skill_tool::NAME, error);
+        }
     }
 
     /// Offers the built-in `tool_search` as `mode` says (`auto`: when some

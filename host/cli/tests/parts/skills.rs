@@ -1,0 +1,360 @@
+//! Skills, as a user has them: folders under `~/.local/share/airlock/skills`
+//! (and the workspace's `.claude/skills`), served by `airlock mcp` as MCP's
+//! Skills extension in both eras (raw JSON-RPC on stdio: a 2025-11-25
+//! session, and 2026-07-28 requests), given by the `skill` tool, and
+//! listed by `airlock list` with the folders that are not usable skills.
+
+use crate::modern::{self, Cx};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// `airlock ARGS` with `home` as HOME (and its data and cache under it).
+fn airlock(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    command
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env(
+            "XDG_CACHE_HOME",
+            std::env::temp_dir().join("airlock-test-mcp-cache"),
+        )
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("AIRLOCK_CONFIG");
+    command
+}
+
+/// A home with the skill `pdf-forms` (instructions, a script, a binary
+/// file), and two folders that are not usable skills: one whose name is
+/// not its folder's, one holding a link out of it. A workspace with a
+/// skill of its own in `.claude/skills`.
+fn home() -> (tempfile::TempDir, std::path::PathBuf) {
+    let home = tempfile::tempdir().unwrap();
+    let skills = home.path().join("data/airlock/skills");
+    let pdf = skills.join("pdf-forms");
+    std::fs::create_dir_all(pdf.join("scripts")).unwrap();
+    std::fs::write(
+        pdf.join("SKILL.md"),
+        "---\nname: pdf-forms\ndescription: Fills PDF forms from a JSON file.\nlicense: MIT\n---\n\
+         # Filling a form\n\nRun `python3 scripts/fill.py FORM DATA`.\n",
+    )
+    .unwrap();
+    std::fs::write(pdf.join("scripts/fill.py"), "print('filled')\n").unwrap();
+    std::fs::write(
+        pdf.join("scripts/escape.py"),
+        "import sys\nopen(sys.argv[1], 'w').write('escaped')\nprint('wrote', sys.argv[1])\n",
+    )
+    .unwrap();
+    std::fs::write(pdf.join("blank.pdf"), [0x25, 0x50, 0x44, 0x46, 0xff, 0x00]).unwrap();
+    let misnamed = skills.join("misnamed");
+    std::fs::create_dir_all(&misnamed).unwrap();
+    std::fs::write(
+        misnamed.join("SKILL.md"),
+        "---\nname: other\ndescription: d\n---\n",
+    )
+    .unwrap();
+    let leaky = skills.join("leaky");
+    std::fs::create_dir_all(&leaky).unwrap();
+    std::fs::write(
+        leaky.join("SKILL.md"),
+        "---\nname: leaky\ndescription: d\n---\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/id_ed25519"), "PRIVATE KEY").unwrap();
+    std::os::unix::fs::symlink(home.path().join(".ssh/id_ed25519"), leaky.join("key")).unwrap();
+    let ws = home.path().join("ws");
+    let project = ws.join(".claude/skills/release-notes");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("SKILL.md"),
+        "---\nname: release-notes\ndescription: Writes release notes.\n---\nRead CHANGELOG.md.\n",
+    )
+    .unwrap();
+    (home, ws)
+}
+
+/// `sha256:` and the hex SHA-256 of `file`, by `sha256sum`.
+fn digest(file: &Path) -> String {
+    let out = Command::new("sha256sum").arg(file).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    format!("sha256:{}", text.split_whitespace().next().unwrap())
+}
+
+/// Sends `messages` to `airlock mcp` and returns the replies by id.
+fn exchange(home: &Path, ws: &Path, messages: &[Value]) -> Vec<Value> {
+    let mut child = airlock(home, &["--workspace", ws.to_str().unwrap(), "mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for message in messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let ids: Vec<&Value> = messages.iter().filter_map(|m| m.get("id")).collect();
+    let mut replies = vec![Value::Null; ids.len()];
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    while replies.iter().any(Value::is_null) {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the server ended: {replies:?}"
+        );
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        if let Some(i) = ids.iter().position(|id| **id == reply["id"]) {
+            replies[i] = reply;
+        }
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    replies
+}
+
+#[test]
+fn skills_are_served_over_mcp_in_both_eras_with_digests_that_match_their_files() {
+    let (home, ws) = home();
+    let pdf = home.path().join("data/airlock/skills/pdf-forms");
+    let skill_md = "skill://pdf-forms/SKILL.md";
+    let legacy = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "skills/list", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "skills/get",
+            "params": {"uri": "skill://nope/SKILL.md"}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "resources/read",
+            "params": {"uri": "skill://pdf-forms/scripts/fill.py"}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "resources/read",
+            "params": {"uri": "skill://pdf-forms/blank.pdf"}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "resources/directory/read",
+            "params": {"uri": "skill://pdf-forms"}}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
+            "params": {"uri": "skill://leaky/key"}}),
+    ];
+    let replies = exchange(home.path(), &ws, &legacy);
+    assert_eq!(
+        replies[0]["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/skills"],
+        json!({"directoryRead": true}),
+        "{}",
+        replies[0]
+    );
+
+    let listed = replies[1]["result"]["skills"].as_array().unwrap();
+    let names: Vec<&str> = listed
+        .iter()
+        .map(|s| s["frontmatter"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pdf-forms", "release-notes"], "{}", replies[1]);
+    let entry = &listed[0];
+    assert_eq!(entry["uri"], skill_md);
+    assert_eq!(
+        entry["frontmatter"],
+        json!({"name": "pdf-forms", "description": "Fills PDF forms from a JSON file.",
+            "license": "MIT"})
+    );
+    for (path, file) in [
+        ("SKILL.md", "SKILL.md"),
+        ("scripts/fill.py", "scripts/fill.py"),
+        ("blank.pdf", "blank.pdf"),
+    ] {
+        let resource = entry["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["uri"] == format!("skill://pdf-forms/{path}"))
+            .unwrap_or_else(|| panic!("{path} is listed: {entry}"));
+        assert_eq!(resource["digest"], digest(&pdf.join(file)), "{resource}");
+        assert_eq!(
+            resource["size"],
+            std::fs::metadata(pdf.join(file)).unwrap().len()
+        );
+    }
+
+    assert_eq!(replies[2]["error"]["code"], -32602, "{}", replies[2]);
+    assert!(
+        replies[2]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("No skill is served at skill://nope/SKILL.md")
+    );
+    assert_eq!(
+        replies[3]["result"]["contents"][0]["text"], "print('filled')\n",
+        "{}",
+        replies[3]
+    );
+    let blob = replies[4]["result"]["contents"][0]["blob"]
+        .as_str()
+        .unwrap();
+    assert_eq!(blob, "JVBERv8A", "the bytes, not text: {}", replies[4]);
+    let children: Vec<(&str, Option<&str>)> = replies[5]["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["uri"].as_str().unwrap(), r["mimeType"].as_str()))
+        .collect();
+    assert!(
+        children.contains(&("skill://pdf-forms/scripts", Some("inode/directory")))
+            && children.contains(&("skill://pdf-forms/SKILL.md", Some("text/markdown"))),
+        "{children:?}"
+    );
+    assert_eq!(replies[6]["error"]["code"], -32602, "{}", replies[6]);
+    assert!(!replies[6].to_string().contains("PRIVATE KEY"));
+
+    // 2026-07-28: no session, the version in each request's `_meta`.
+    let modern = [
+        modern::request(1, "skills/list", json!({}), Cx::Default),
+        modern::request(2, "skills/get", json!({"uri": skill_md}), Cx::Default),
+    ];
+    let replies = exchange(home.path(), &ws, &modern);
+    let listed = &replies[0]["result"];
+    assert_eq!(listed["resultType"], "complete", "{listed}");
+    assert!(
+        listed["ttlMs"].is_u64() && listed["cacheScope"].is_string(),
+        "{listed}"
+    );
+    assert_eq!(listed["skills"][0]["uri"], skill_md);
+    assert_eq!(
+        replies[1]["result"]["skill"], listed["skills"][0],
+        "{}",
+        replies[1]
+    );
+}
+
+#[test]
+fn the_skill_tool_gives_the_instructions_and_list_says_what_is_not_a_skill() {
+    let (home, ws) = home();
+    let ws = ws.to_str().unwrap();
+    let out = airlock(
+        home.path(),
+        &[
+            "--workspace",
+            ws,
+            "call",
+            "skill",
+            r#"{"skill": "pdf-forms"}"#,
+        ],
+    )
+    .output()
+    .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.contains("# Skill: pdf-forms") && said.contains("Run `python3 scripts/fill.py"),
+        "{said}"
+    );
+    assert!(
+        said.contains("skill://pdf-forms/scripts/fill.py (16 bytes)"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("license: MIT"),
+        "the front matter is not the instructions"
+    );
+
+    let out = airlock(home.path(), &["--workspace", ws, "list"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        stdout.contains("pdf-forms") && stdout.contains("release-notes"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("unavailable skill:")
+            && stderr.contains("misnamed: its name \"other\" is not its folder's name"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("leaky: key is a link"), "{stderr}");
+
+    // Switched off, the workspace's skills are not read.
+    let config = home.path().join("airlock.toml");
+    std::fs::write(&config, "[skills]\nclaude = false\n").unwrap();
+    let out = airlock(
+        home.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--workspace",
+            ws,
+            "list",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("pdf-forms") && !stdout.contains("release-notes"),
+        "{stdout}"
+    );
+}
+
+/// A skill's folder is mounted read-only into `bash` calls at
+/// `/skills/NAME`: its scripts run there, the builtins' way or, with the
+/// program granted, natively, under the call's grants and no others.
+#[test]
+fn a_skills_scripts_run_in_the_sandbox_under_the_calls_grants() {
+    let (home, ws) = home();
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.to_str().unwrap();
+    let bash = |command: &str| {
+        let input = json!({"command": command}).to_string();
+        let out = airlock(
+            home.path(),
+            &[
+                "--workspace",
+                ws,
+                "--allow-program",
+                "/usr/bin/python3",
+                "--yes",
+                "call",
+                "bash",
+                &input,
+            ],
+        )
+        .output()
+        .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    };
+    let (ok, said) = bash("cat /skills/pdf-forms/scripts/fill.py");
+    assert!(ok && said.contains("print('filled')"), "{said}");
+    let (ok, said) = bash("python3 /skills/pdf-forms/scripts/fill.py");
+    assert!(ok && said.contains("filled"), "{said}");
+
+    // Its folder cannot be written, and its scripts reach nothing the call
+    // was not granted.
+    let (ok, said) = bash("echo x > /skills/pdf-forms/new.txt");
+    assert!(!ok, "{said}");
+    assert!(
+        !home
+            .path()
+            .join("data/airlock/skills/pdf-forms/new.txt")
+            .exists()
+    );
+    // Outside /tmp: the program's /tmp is a private one.
+    let outside = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("skill-escaped-{}.txt", std::process::id()));
+    let (ok, said) = bash(&format!(
+        "python3 /skills/pdf-forms/scripts/escape.py {}",
+        outside.display()
+    ));
+    assert!(!ok && !outside.exists(), "{said}");
+    let inside = format!("{ws}/written.txt");
+    let (ok, said) = bash(&format!(
+        "python3 /skills/pdf-forms/scripts/escape.py {inside}"
+    ));
+    assert!(ok && said.contains("wrote"), "{said}");
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "escaped");
+}
