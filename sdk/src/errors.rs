@@ -4,12 +4,17 @@
 use crate::{IoError, ToolError};
 use std::io::ErrorKind;
 
-/// Converts an I/O error on `path` into a [`ToolError`]: a missing file
-/// becomes `not-found`, anything else an `io` error carrying its errno name
-/// (`EPERM`, `EISDIR`, ...). The message names the path as the model gave it.
+/// Converts an I/O error on `path` into a [`ToolError`]: an `io` error
+/// carrying its errno name (`ENOENT` for a missing file, `EPERM`,
+/// `EISDIR`, ...), as the Python and JavaScript SDKs report them. The
+/// message names the path as the model gave it. (`not-found` is for what
+/// a tool looks up that is not there: a record, a name.)
 pub fn io_error(err: &std::io::Error, path: &str) -> ToolError {
     if err.kind() == ErrorKind::NotFound {
-        return ToolError::NotFound(format!("{path} does not exist"));
+        return ToolError::Io(IoError {
+            code: "ENOENT".into(),
+            message: format!("{path} does not exist"),
+        });
     }
     let code = err
         .raw_os_error()
@@ -144,11 +149,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn missing_files_are_not_found() {
+    fn missing_files_are_enoent() {
         let err = std::io::Error::from(ErrorKind::NotFound);
-        assert!(
-            matches!(io_error(&err, "/w/a"), ToolError::NotFound(m) if m == "/w/a does not exist")
-        );
+        assert!(matches!(
+            io_error(&err, "/w/a"),
+            ToolError::Io(e) if e.code == "ENOENT" && e.message == "/w/a does not exist"
+        ));
     }
 
     #[test]

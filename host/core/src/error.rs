@@ -37,6 +37,9 @@ pub enum ErrorClass {
     ResourceLimit,
     /// A filesystem or I/O failure, by errno name (`ENOENT`, `EPERM`, ...).
     Errno(String),
+    /// What the input refers to does not exist (a record, a name; a
+    /// missing file is `ENOENT`).
+    NotFound,
     /// The tool reported a failure of its own.
     ToolError,
     /// No tool has that name.
@@ -60,6 +63,7 @@ impl ErrorClass {
             ErrorClass::WriteLimit => "write_limit",
             ErrorClass::ResourceLimit => "resource_limit",
             ErrorClass::Errno(name) => name,
+            ErrorClass::NotFound => "not_found",
             ErrorClass::ToolError => "tool_error",
             ErrorClass::UnknownTool => "unknown_tool",
             ErrorClass::Internal => "internal",

@@ -482,7 +482,7 @@ pub(crate) fn error_from_wit(e: wit::ToolError) -> CallError {
     let msg = |m: &str| prose(m, ERROR_CHARS);
     match e {
         wit::ToolError::InvalidInput(m) => CallError::invalid_input(msg(&m)),
-        wit::ToolError::NotFound(m) => CallError::new(ErrorClass::Errno("ENOENT".into()), msg(&m)),
+        wit::ToolError::NotFound(m) => CallError::new(ErrorClass::NotFound, msg(&m)),
         wit::ToolError::PermissionDenied(m) => {
             CallError::new(ErrorClass::PermissionDenied, msg(&m))
         }
@@ -540,6 +540,22 @@ mod tests {
             (export "check-permissions" (func $f)))
           (export "airlock:tool/tool@0.1.0" (instance $tool)))
     "#;
+
+    #[test]
+    fn each_guest_error_has_its_class() {
+        let io = wit::IoError {
+            code: "ENOENT".into(),
+            message: "/w/a does not exist".into(),
+        };
+        for (error, class) in [
+            (wit::ToolError::NotFound("no issue 7".into()), "not_found"),
+            (wit::ToolError::Io(io), "ENOENT"),
+            (wit::ToolError::InvalidInput("x".into()), "invalid_input"),
+            (wit::ToolError::Conflict("x".into()), "tool_error"),
+        ] {
+            assert_eq!(error_from_wit(error).class.as_str(), class);
+        }
+    }
 
     #[tokio::test]
     async fn exports_of_another_type_are_refused_at_every_call() {
