@@ -1,9 +1,10 @@
 //! `airlock demo`: the main job on the bundled tools. It copies a small
 //! sample project into a temporary workspace, starts a one-page HTTP server
-//! on loopback (the only host `fetch` is granted), and plays five model
+//! on loopback (the only host `fetch` is granted), and plays seven model
 //! turns through the streaming executor, the path every front end uses:
-//! reads that overlap, edits that run alone, a `cd` whose context change
-//! the next calls see, waiting and the network, and refusals; then, where
+//! reads that overlap, edits that run alone, a skill loaded and its script
+//! run from its read-only folder, a `cd` whose context change the next
+//! calls see, a shell, waiting and the network, and refusals; then, where
 //! `git` is installed and this system can confine programs, two turns of
 //! the machine's `git` run by `bash` under the same grants (a commit, and
 //! a reviewer's read-only view whose commit the kernel refuses). It prints
@@ -24,6 +25,21 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The demo's skill: instructions, and a script they name.
+const SKILL: &[(&str, &str)] = &[
+    (
+        "release-check/SKILL.md",
+        "---\nname: release-check\ndescription: Checks a project is ready to release.\n---\n\
+         Run `bash /skills/release-check/scripts/check.sh` in the project, then fix what it \
+         reports.\n",
+    ),
+    (
+        "release-check/scripts/check.sh",
+        "test -f README.md && echo 'README.md: present' || echo 'README.md: missing'\n\
+         echo \"source files: $(find . -name '*.rs' | wc -l)\"\n",
+    ),
+];
 
 /// The sample project: (path, content).
 const SAMPLE: &[(&str, &str)] = &[
@@ -113,6 +129,21 @@ fn script(port: u16) -> Vec<Turn> {
                 ok(
                     "write",
                     json!({"file_path": "notes/todo.md", "content": "- try the demo\n"}),
+                ),
+            ],
+        },
+        Turn {
+            reviewer: false,
+            title: "a skill: its instructions loaded, its script run from its read-only folder",
+            steps: vec![
+                ok("skill", json!({"skill": "release-check"})),
+                ok(
+                    "bash",
+                    json!({"command": "bash /skills/release-check/scripts/check.sh"}),
+                ),
+                refused(
+                    "bash",
+                    json!({"command": "echo tampered >> /skills/release-check/SKILL.md"}),
                 ),
             ],
         },
@@ -265,11 +296,25 @@ async fn demo() -> anyhow::Result<bool> {
     let port = listener.local_addr()?.port();
     let server = tokio::spawn(serve(listener));
 
+    // One skill, in a directory of the demo's own (the user's skills are
+    // not read, so the demo plays the same everywhere).
+    let skills = tempfile::Builder::new()
+        .prefix("airlock-demo-skills-")
+        .tempdir()?;
+    for (path, content) in SKILL {
+        let path = skills.path().join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, content)?;
+    }
     let mut config = Config {
         workspace: Some(workspace.path().to_path_buf()),
         tool_dirs: Some(Vec::new()),
         ..Config::default()
     };
+    config.skills.dirs = Some(vec![skills.path().to_path_buf()]);
+    config.skills.claude = false;
     config.tools.insert(
         "fetch".into(),
         ToolConfig {

@@ -1030,12 +1030,16 @@ fn the_demo_runs_end_to_end() {
     assert!(stdout.contains("all as expected"), "{stdout}");
     // The git turns run where git is installed and programs can be
     // confined (this machine kind), and say why not elsewhere.
-    let git_ran = stdout.contains("[25/25]") && stdout.contains("Read-only file system");
+    let git_ran = stdout.contains("[28/28]") && stdout.contains("Read-only file system");
     assert!(
         git_ran || stdout.contains("the git turns are skipped"),
         "{stdout}"
     );
     assert!(stdout.contains("a shell in the sandbox"), "{stdout}");
+    assert!(
+        stdout.contains("# Skill: release-check") && stdout.contains("README.md: present"),
+        "{stdout}"
+    );
     assert!(stdout.contains("timeline of turn 1"), "{stdout}");
 }
 

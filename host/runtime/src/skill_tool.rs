@@ -138,10 +138,14 @@ impl Tool for SkillTool {
                     .join(", ")
             )));
         };
-        let mut text = format!("# Skill: {}\n\n{}", skill.name, skill.instructions);
+        let mut text = format!(
+            "# Skill: {}\n\n{}\n",
+            skill.name,
+            skill.instructions.trim_end()
+        );
         if let Some(folder) = self.folders.get(&skill.name) {
             text.push_str(&format!(
-                "\n\nIn `bash` calls the skill's folder is {folder} (read-only): run its \
+                "\nIn `bash` calls the skill's folder is {folder} (read-only): run its \
                  scripts from there.\n"
             ));
         }
@@ -159,7 +163,7 @@ impl Tool for SkillTool {
             .collect();
         if !others.is_empty() {
             text.push_str(&format!(
-                "\n\nThe skill's files (paths relative to its folder):\n{}\n",
+                "\nThe skill's files (paths relative to its folder):\n{}\n",
                 others.join("\n")
             ));
         }
