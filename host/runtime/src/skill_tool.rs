@@ -7,7 +7,8 @@
 //! front matter), where `bash` sees its folder (mounted
 //! read-only at [`mount_path`], or in the workspace), and the list of its
 //! other files, each by its `skill://` URI (which an MCP client reads with
-//! `resources/read`). Offered when there is a skill; read-only,
+//! `resources/read`). Offered when there is a skill, and deferred (found
+//! through `tool_search`) above [`DEFER_ABOVE`] skills; read-only,
 //! concurrency-safe, and reaching nothing but the skills loaded at start.
 
 use airlock_core::descriptor::{Descriptor, SafetyFlags};
@@ -22,6 +23,11 @@ use std::sync::Arc;
 
 /// The tool's name.
 pub const NAME: &str = "skill";
+
+/// Above this many skills the tool is deferred (its description, which
+/// lists them all, is loaded through `tool_search` when needed), as
+/// Claude Code defers tools whose definitions would crowd the context.
+pub const DEFER_ABOVE: usize = 20;
 
 /// The built-in `skill` tool.
 pub struct SkillTool {
@@ -67,6 +73,7 @@ impl SkillTool {
             "additionalProperties": false
         });
         d.flags = SafetyFlags::READ_ONLY | SafetyFlags::CONCURRENCY_SAFE | SafetyFlags::IDEMPOTENT;
+        d.defer_loading = skills.skills.len() > DEFER_ABOVE;
         let folders = folders(&skills, grants);
         SkillTool {
             descriptor: d,

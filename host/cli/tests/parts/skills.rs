@@ -358,3 +358,45 @@ fn a_skills_scripts_run_in_the_sandbox_under_the_calls_grants() {
     assert!(ok && said.contains("wrote"), "{said}");
     assert_eq!(std::fs::read_to_string(&inside).unwrap(), "escaped");
 }
+
+/// Above 20 skills the `skill` tool, whose description lists them all, is
+/// deferred, and `tool_search` is offered to find it.
+#[test]
+fn many_skills_defer_the_skill_tool() {
+    let home = tempfile::tempdir().unwrap();
+    let skills = home.path().join("data/airlock/skills");
+    let listed = |home: &Path| -> Value {
+        let out = airlock(home, &["list", "--json"]).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let skill_tool = |listed: &Value| -> Value {
+        let tools = listed["tools"].as_array().unwrap();
+        tools
+            .iter()
+            .find(|t| t["name"] == "skill")
+            .cloned()
+            .unwrap()
+    };
+    for n in 0..21 {
+        let dir = skills.join(format!("skill-{n}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: skill-{n}\ndescription: Skill number {n}.\n---\nDo {n}.\n"),
+        )
+        .unwrap();
+        if n == 19 {
+            let few = listed(home.path());
+            assert_eq!(skill_tool(&few)["defer_loading"], false, "{few}");
+        }
+    }
+    let many = listed(home.path());
+    assert_eq!(skill_tool(&many)["defer_loading"], true, "{many}");
+    let names: Vec<&str> = many["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"tool_search"), "{names:?}");
+}
