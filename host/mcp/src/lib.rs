@@ -118,7 +118,8 @@ pub struct McpHost {
 
 impl McpHost {
     /// A host serving `airlock`'s tools, reloading them when a component
-    /// file in its tool directories is added, changed or removed, and
+    /// file in its tool directories or a file of its skills is added,
+    /// changed or removed, and
     /// listing them anew once the tools [`Airlock::open`] listed before
     /// compiling them are compiled, if one described itself otherwise or
     /// failed ([`Airlock::settled`]). The
@@ -127,7 +128,7 @@ impl McpHost {
     pub fn new(airlock: Airlock) -> McpHost {
         let config = airlock.config().clone();
         let contexts = Contexts::from_config(&config.contexts);
-        let dirs = config.effective_tool_dirs();
+        let watched = !config.effective_tool_dirs().is_empty() || !config.skill_dirs().is_empty();
         let mut stamp = SourceStamp::of(&config);
         let (tx, rx) = watch::channel(airlock.clone());
         let compiled = Arc::new(AtomicBool::new(false));
@@ -144,7 +145,7 @@ impl McpHost {
                 }
             }
             settling.store(true, Ordering::Release);
-            if !dirs.is_empty() {
+            if watched {
                 loop {
                     tokio::time::sleep(WATCH_INTERVAL).await;
                     let now = SourceStamp::of(&config);
@@ -155,7 +156,10 @@ impl McpHost {
                     let current = tx.borrow().clone();
                     match current.reload().await {
                         Ok(reloaded) => {
-                            tracing::info!("the tool directories changed: tools reloaded");
+                            tracing::info!(
+                                "the tool directories or the skills changed: tools and skills \
+                                 reloaded"
+                            );
                             if tx.send(reloaded).is_err() {
                                 return;
                             }

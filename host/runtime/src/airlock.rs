@@ -206,7 +206,8 @@ impl Airlock {
         let same_sources = config.bundled_tools == old.bundled_tools
             && config.effective_tool_dirs() == old.effective_tool_dirs()
             && config.mcp_servers == old.mcp_servers
-            && (config.mcp_servers.is_empty() || config.workspace == old.workspace);
+            && (config.mcp_servers.is_empty() || config.workspace == old.workspace)
+            && config.skill_dirs() == old.skill_dirs();
         if !same_sources || &config.limits != self.engine.limits() {
             return self.loaded_under(config).await;
         }
@@ -217,8 +218,9 @@ impl Airlock {
         Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
     }
 
-    /// The same configuration with its tools loaded afresh from their
-    /// sources (the tool directories changed). Components already in the
+    /// The same configuration with its tools (and skills) loaded afresh
+    /// from their sources (the tool directories or the skills changed).
+    /// Components already in the
     /// artifact cache are not recompiled, and MCP servers that still run
     /// are kept (see [`Registry::load_again`]).
     pub async fn reload(&self) -> anyhow::Result<Airlock> {
@@ -226,11 +228,12 @@ impl Airlock {
     }
 
     async fn loaded_under(&self, config: Config) -> anyhow::Result<Airlock> {
-        let config = with_skill_mounts(config, &self.skills);
+        let skills = read_skills(&config).await?;
+        let config = with_skill_mounts(config, &skills);
         let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
         let engine = Engine::from_config(&config)?;
         let registry = self.registry.load_again(&engine, &config, &grants).await;
-        let parts = (engine, grants, registry, self.skills.clone());
+        let parts = (engine, grants, registry, skills);
         Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
     }
 

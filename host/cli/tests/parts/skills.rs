@@ -400,3 +400,65 @@ fn many_skills_defer_the_skill_tool() {
         .collect();
     assert!(names.contains(&"tool_search"), "{names:?}");
 }
+
+/// A skill added while `airlock mcp` runs is served without a restart:
+/// the server sees its skills directory change, reads the skills again,
+/// and tells the session its tools changed (the `skill` tool lists it).
+#[test]
+fn a_skill_added_while_serving_is_served() {
+    let (home, ws) = home();
+    let mut child = airlock(home.path(), &["--workspace", ws.to_str().unwrap(), "mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |message: Value| writeln!(stdin, "{message}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let next = |stdout: &mut BufReader<_>| -> Value {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the server ended");
+        serde_json::from_str(&line).unwrap()
+    };
+    while next(&mut stdout)["id"] != 1 {}
+
+    let added = home.path().join("data/airlock/skills/new-skill");
+    std::fs::create_dir_all(&added).unwrap();
+    std::fs::write(
+        added.join("SKILL.md"),
+        "---\nname: new-skill\ndescription: Added while serving.\n---\nDo it.\n",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut told = false;
+    for id in 2.. {
+        assert!(std::time::Instant::now() < deadline, "never served");
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "skills/list", "params": {}}));
+        let reply = loop {
+            let message = next(&mut stdout);
+            told |= message["method"] == "notifications/tools/list_changed";
+            if message["id"] == id {
+                break message;
+            }
+        };
+        let served = reply["result"]["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["uri"] == "skill://new-skill/SKILL.md");
+        if served {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(told, "the session was told its tools changed");
+    drop(stdin);
+    child.wait().unwrap();
+}
