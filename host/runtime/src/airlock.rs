@@ -68,10 +68,10 @@ impl Airlock {
     /// [`Airlock::with_prompter`] installs a prompter.
     pub async fn new(config: Config) -> anyhow::Result<Airlock> {
         let skills = read_skills(&config).await?;
-        let config = with_skill_mounts(config, &skills);
-        let grants = Arc::new(Grants::from_config(&config)?);
+        let granted = with_skill_mounts(&config, &skills);
+        let grants = Arc::new(Grants::from_config(&granted)?);
         let engine = Engine::from_config(&config)?;
-        let registry = Registry::load(&engine, &config, &grants).await;
+        let registry = Registry::load(&engine, &granted, &grants).await;
         let config = Arc::new(config);
         let parts = (engine, grants, registry, skills);
         Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
@@ -90,10 +90,10 @@ impl Airlock {
     /// [`Airlock::settled`] gives the host that lists them.
     pub async fn open(config: Config) -> anyhow::Result<Airlock> {
         let skills = read_skills(&config).await?;
-        let config = with_skill_mounts(config, &skills);
-        let grants = Arc::new(Grants::from_config(&config)?);
+        let granted = with_skill_mounts(&config, &skills);
+        let grants = Arc::new(Grants::from_config(&granted)?);
         let engine = Engine::from_config(&config)?;
-        let registry = Registry::list(&engine, &config, &grants).await;
+        let registry = Registry::list(&engine, &granted, &grants).await;
         let config = Arc::new(config);
         let parts = (engine, grants, registry, skills);
         Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
@@ -211,9 +211,9 @@ impl Airlock {
         if !same_sources || &config.limits != self.engine.limits() {
             return self.loaded_under(config).await;
         }
-        let config = with_skill_mounts(config, &self.skills);
-        let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
-        let registry = self.registry.regrant(&config, &grants);
+        let granted = with_skill_mounts(&config, &self.skills);
+        let grants = Arc::new(Grants::reopen(&granted, &self.grants)?);
+        let registry = self.registry.regrant(&granted, &grants);
         let parts = (self.engine.clone(), grants, registry, self.skills.clone());
         Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
     }
@@ -229,10 +229,10 @@ impl Airlock {
 
     async fn loaded_under(&self, config: Config) -> anyhow::Result<Airlock> {
         let skills = read_skills(&config).await?;
-        let config = with_skill_mounts(config, &skills);
-        let grants = Arc::new(Grants::reopen(&config, &self.grants)?);
+        let granted = with_skill_mounts(&config, &skills);
+        let grants = Arc::new(Grants::reopen(&granted, &self.grants)?);
         let engine = Engine::from_config(&config)?;
-        let registry = self.registry.load_again(&engine, &config, &grants).await;
+        let registry = self.registry.load_again(&engine, &granted, &grants).await;
         let parts = (engine, grants, registry, skills);
         Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
     }
@@ -363,12 +363,14 @@ async fn read_skills(config: &Config) -> anyhow::Result<Arc<Skills>> {
     Ok(Arc::new(skills))
 }
 
-/// `config` with each skill's folder mounted read-only into the tools that
-/// run its scripts ([`skill_tool::RUNNERS`]: the bundled `bash`, and so
-/// the programs it runs), at [`skill_tool::mount_path`]. A skill in the
-/// workspace is reached there, and one already mounted is not mounted
-/// again.
-fn with_skill_mounts(mut config: Config, skills: &Skills) -> Config {
+/// What the grants are resolved from: `config` with each skill's folder
+/// mounted read-only into the tools that run its scripts
+/// ([`skill_tool::RUNNERS`]: the bundled `bash`, and so the programs it
+/// runs), at [`skill_tool::mount_path`]. A skill in the workspace is
+/// reached there. The host keeps `config` as given, so a reload mounts the
+/// skills as they are then (a removed skill's folder is not asked for).
+fn with_skill_mounts(config: &Config, skills: &Skills) -> Config {
+    let mut config = config.clone();
     if !config.bundled_tools || skills.is_empty() {
         return config;
     }

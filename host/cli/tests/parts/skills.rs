@@ -404,6 +404,8 @@ fn many_skills_defer_the_skill_tool() {
 /// A skill added while `airlock mcp` runs is served without a restart:
 /// the server sees its skills directory change, reads the skills again,
 /// and tells the session its tools changed (the `skill` tool lists it).
+/// One removed is no longer served (its folder, mounted into `bash`, is no
+/// longer asked for).
 #[test]
 fn a_skill_added_while_serving_is_served() {
     let (home, ws) = home();
@@ -436,28 +438,42 @@ fn a_skill_added_while_serving_is_served() {
         "---\nname: new-skill\ndescription: Added while serving.\n---\nDo it.\n",
     )
     .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut told = false;
-    for id in 2.. {
-        assert!(std::time::Instant::now() < deadline, "never served");
-        send(json!({"jsonrpc": "2.0", "id": id, "method": "skills/list", "params": {}}));
-        let reply = loop {
-            let message = next(&mut stdout);
-            told |= message["method"] == "notifications/tools/list_changed";
-            if message["id"] == id {
-                break message;
+    let mut id = 1;
+    let mut until = |served: &dyn Fn(&[&str]) -> bool, what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            id += 1;
+            send(json!({"jsonrpc": "2.0", "id": id, "method": "skills/list", "params": {}}));
+            let reply = loop {
+                let message = next(&mut stdout);
+                told |= message["method"] == "notifications/tools/list_changed";
+                if message["id"] == id {
+                    break message;
+                }
+            };
+            let uris: Vec<&str> = reply["result"]["skills"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|s| s["uri"].as_str())
+                .collect();
+            if served(&uris) {
+                return;
             }
-        };
-        let served = reply["result"]["skills"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["uri"] == "skill://new-skill/SKILL.md");
-        if served {
-            break;
+            std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    };
+    until(
+        &|uris| uris.contains(&"skill://new-skill/SKILL.md"),
+        "the new skill was never served",
+    );
+    std::fs::remove_dir_all(home.path().join("data/airlock/skills/pdf-forms")).unwrap();
+    until(
+        &|uris| !uris.contains(&"skill://pdf-forms/SKILL.md"),
+        "the removed skill was still served",
+    );
     assert!(told, "the session was told its tools changed");
     drop(stdin);
     child.wait().unwrap();
