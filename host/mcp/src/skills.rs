@@ -18,8 +18,9 @@ use rmcp::model::{
 };
 use std::collections::BTreeSet;
 
-/// How long a listing may be taken as fresh: the skills are read at start.
-const TTL_MS: u64 = 300_000;
+/// How long a listing may be taken as fresh: the server reads the skills
+/// again within a second of a change, and a client asks again after this.
+const TTL_MS: u64 = 60_000;
 
 /// The scheme of a skill's files.
 pub(crate) const SCHEME: &str = "skill://";

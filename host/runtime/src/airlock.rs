@@ -47,7 +47,7 @@ pub struct Airlock {
     /// The permission rules a fresh context starts with.
     rules: Arc<PermissionRules>,
     policy: Arc<CallPolicy>,
-    /// The skills, read at start.
+    /// The skills, read at start and at each reload.
     skills: Arc<Skills>,
 }
 
@@ -237,7 +237,8 @@ impl Airlock {
         Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
     }
 
-    /// The skills read at start (from [`Config::skill_dirs`]), and the
+    /// The skills read at start or at the last reload (from
+    /// [`Config::skill_dirs`]), and the
     /// folders that are not usable skills, with why.
     pub fn skills(&self) -> &Arc<Skills> {
         &self.skills
