@@ -325,13 +325,7 @@ fn check_name(name: &str) -> Result<(), String> {
 /// `sha256:` and the hex SHA-256 of `bytes`.
 fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
-    let hash = sha2::Sha256::digest(bytes);
-    let mut hex = String::with_capacity(7 + 64);
-    hex.push_str("sha256:");
-    for byte in hash {
-        hex.push_str(&format!("{byte:02x}"));
-    }
-    hex
+    format!("sha256:{:x}", sha2::Sha256::digest(bytes))
 }
 
 #[cfg(test)]

@@ -533,7 +533,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, ErrorData> {
-        Ok(skills::list(&self.session.host.tools.borrow()))
+        Ok(skills::list(&self.host_now()))
     }
 
     async fn get_skill(
@@ -541,7 +541,7 @@ impl ServerHandler for McpServer {
         request: GetSkillRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
-        skills::get(&self.session.host.tools.borrow(), &request.uri)
+        skills::get(&self.host_now(), &request.uri)
     }
 
     async fn read_resource_directory(
@@ -549,7 +549,7 @@ impl ServerHandler for McpServer {
         request: ReadResourceDirectoryRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceDirectoryResult, ErrorData> {
-        skills::directory(&self.session.host.tools.borrow(), &request.uri)
+        skills::directory(&self.host_now(), &request.uri)
     }
 
     async fn read_resource(
@@ -561,7 +561,7 @@ impl ServerHandler for McpServer {
         // A skill's file is anyone's to read: skills are served to every
         // caller alike.
         if uri.starts_with(skills::SCHEME) {
-            let read = skills::read(&self.session.host.tools.borrow(), &uri);
+            let read = skills::read(&self.host_now(), &uri);
             return match read {
                 Some(result) => Ok(result.into()),
                 None => Err(ErrorData::invalid_params(
@@ -663,6 +663,12 @@ impl ServerHandler for McpServer {
 }
 
 impl McpServer {
+    /// The host as it is now, not holding the watch channel while it is
+    /// used (a skill's file is encoded from it, up to 16 MiB).
+    fn host_now(&self) -> Airlock {
+        self.session.host.tools.borrow().clone()
+    }
+
     /// [`ServerHandler::call_tool`]'s body.
     async fn call_tool_now(
         &self,

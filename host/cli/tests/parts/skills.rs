@@ -10,19 +10,14 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// `airlock ARGS` with `home` as HOME (and its data and cache under it).
+/// `airlock ARGS` ([`crate::command`]) with `home`'s data under it, and the
+/// artifact cache the MCP tests share.
 fn airlock(home: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
-    command
-        .args(args)
-        .env("HOME", home)
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env(
-            "XDG_CACHE_HOME",
-            std::env::temp_dir().join("airlock-test-mcp-cache"),
-        )
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("AIRLOCK_CONFIG");
+    let mut command = crate::command(home, args);
+    command.env("XDG_DATA_HOME", home.join("data")).env(
+        "XDG_CACHE_HOME",
+        std::env::temp_dir().join("airlock-test-mcp-cache"),
+    );
     command
 }
 
