@@ -226,7 +226,9 @@ pub(crate) enum Command {
     /// registry (oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST), its
     /// signature is checked against [[trust]] in airlock.toml; it is pulled
     /// by digest, reviewed (what it asks for, what it would be granted) and
-    /// pinned in airlock.lock.
+    /// pinned in airlock.lock. A skill from a registry goes in your skills
+    /// directory, reviewed (its scripts, what an update changes) and pinned
+    /// the same way.
     Install {
         /// The component file, or an oci:// reference (none with --locked: every tool airlock.lock pins). Needs --yes when not on a terminal.
         #[arg(required_unless_present = "locked")]
@@ -237,14 +239,14 @@ pub(crate) enum Command {
         #[command(flatten)]
         registry: RegistryArgs,
     },
-    /// Pushes a component to an OCI registry, signed with --sign.
+    /// Pushes a component, or a skill's folder, to an OCI registry, signed with --sign.
     ///
     /// The reference is oci://REGISTRY/REPOSITORY:TAG; the component is
-    /// checked to load first. Credentials come from
+    /// checked to load first (a skill, to be one). Credentials come from
     /// AIRLOCK_REGISTRY_USERNAME and AIRLOCK_REGISTRY_PASSWORD, or Docker's
     /// credential file.
     Publish {
-        /// The component.
+        /// The component, or a skill's folder.
         file: PathBuf,
         /// Where: oci://REGISTRY/REPOSITORY:TAG.
         reference: String,
@@ -262,12 +264,12 @@ pub(crate) enum Command {
         /// Where to write the private key.
         path: PathBuf,
     },
-    /// Lists the tools installed from registries, and whether each is as pinned.
+    /// Lists the tools and skills installed from registries, and whether each is as pinned.
     ///
     /// For each: where from, at which digest, and whether its file is
     /// still as airlock.lock pins it.
     Tools,
-    /// Removes a tool installed in your tool directory, and its entry in airlock.lock.
+    /// Removes a tool installed in your tool directory (or a skill installed from a registry), and its entry in airlock.lock.
     Remove {
         /// The tool's name.
         name: String,

@@ -8,10 +8,10 @@
 
 use crate::author::{Checked, blake3_hex, check, fail, write_tool};
 use airlock_host::config::TrustRule;
-use airlock_host::lock::{LockedTool, Lockfile};
+use airlock_host::lock::{LockedSkill, LockedTool, Lockfile};
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::{Config, Descriptor, InterruptBehavior, SafetyFlags, WorkspaceAccess};
-use airlock_oci::{Auth, OciRef, Options, PublicKey, SigningKey, Verdict};
+use airlock_oci::{Auth, Kind, OciRef, Options, PublicKey, SigningKey, Verdict};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -47,7 +47,7 @@ pub(crate) fn read_lock(path: &Path) -> Result<Lockfile, String> {
 }
 
 /// Writes `lock` at `path`, its files relative to the tool directory.
-fn write_lock(lock: &Lockfile, path: &Path) -> std::io::Result<()> {
+pub(crate) fn write_lock(lock: &Lockfile, path: &Path) -> std::io::Result<()> {
     lock.write(path, airlock_host::config::default_tool_dir().as_deref())
 }
 
@@ -163,7 +163,8 @@ fn signing_key(path: &Path) -> Result<SigningKey, String> {
 }
 
 /// `airlock publish FILE oci://REGISTRY/REPOSITORY:TAG [--sign KEY]`:
-/// checks that the component loads, pushes it, and signs it.
+/// checks that the component loads (or, for a folder, that it is a
+/// skill), pushes it, and signs it.
 pub(crate) async fn publish(
     file: &Path,
     reference: &str,
@@ -186,19 +187,25 @@ async fn publish_to(
         Some(path) => Some(signing_key(path)?),
         None => None,
     };
-    let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let checked = check(file, config)
-        .await
-        .map_err(|e| format!("{} does not load: {e}", file.display()))?;
-    let info =
-        airlock_oci::component_info(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
     let auth = Auth::for_registry(reference.registry());
-    let artifact = airlock_oci::publish(&reference, &bytes, &info, &auth, options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (summary, artifact) = if file.is_dir() {
+        crate::skill_distribution::publish(file, &reference, &auth, options).await?
+    } else {
+        let bytes =
+            std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let checked = check(file, config)
+            .await
+            .map_err(|e| format!("{} does not load: {e}", file.display()))?;
+        let info =
+            airlock_oci::component_info(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+        let artifact = airlock_oci::publish(&reference, &bytes, &info, &auth, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        (checked.summary, artifact)
+    };
     let mut text = format!(
-        "published {reference}\n  {}\n  manifest {}",
-        checked.summary, artifact.manifest_digest
+        "published {reference}\n  {summary}\n  manifest {}",
+        artifact.manifest_digest
     );
     if let Some(key) = key {
         let at = airlock_oci::sign(&artifact, &key, &auth, options)
@@ -374,24 +381,43 @@ async fn install_from(args: InstallArgs<'_>, config: Config) -> Result<String, S
     install_new(reference, lock, &lock_path, args.yes, &args.options, config).await
 }
 
+/// An artifact pulled from a trusted source, its signature checked.
+pub(crate) struct Fetched {
+    /// The reference as given.
+    pub(crate) reference: OciRef,
+    /// What was pulled.
+    pub(crate) pulled: airlock_oci::Pulled,
+    /// The trusted key that signed it, as `airlock.lock` records it (none
+    /// when its `[[trust]]` rule lets it be unsigned and it was).
+    pub(crate) signed_by: Option<String>,
+    /// The `[[trust]]` rule's source that covers it.
+    pub(crate) trusted_as: String,
+}
+
 /// Installs what `reference` names: trusted, checked, reviewed, pinned.
 async fn install_new(
     reference: &str,
-    mut lock: Lockfile,
+    lock: Lockfile,
     lock_path: &Path,
     yes: bool,
     options: &Options,
     config: Config,
 ) -> Result<String, String> {
     let reference = OciRef::parse(reference).map_err(|e| e.to_string())?;
-    let tools = airlock_host::config::default_tool_dir()
-        .ok_or("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in")?;
     let (rule, keys) = trust_for(&config, &reference)?;
     let auth = Auth::for_registry(reference.registry());
     let limit = config.limits.component_bytes;
-    let pulled = airlock_oci::pull(&reference, &auth, limit, options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let pulled = airlock_oci::pull_any(
+        &reference,
+        &auth,
+        |kind| match kind {
+            Kind::Component => limit,
+            Kind::Skill => crate::skill_distribution::MAX_LAYER,
+        },
+        options,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let pinned = pulled.artifact.pinned.to_string();
     let signed_by = if keys.is_empty() {
         None
@@ -430,6 +456,37 @@ async fn install_new(
             }
         }
     };
+    let fetched = Fetched {
+        reference,
+        pulled,
+        signed_by,
+        trusted_as: rule.source.clone(),
+    };
+    match fetched.pulled.kind {
+        Kind::Skill => {
+            crate::skill_distribution::install(fetched, lock, lock_path, yes, &config).await
+        }
+        Kind::Component => install_component(fetched, lock, lock_path, yes, config).await,
+    }
+}
+
+/// Installs the component `fetched`: checked, reviewed, pinned.
+async fn install_component(
+    fetched: Fetched,
+    mut lock: Lockfile,
+    lock_path: &Path,
+    yes: bool,
+    config: Config,
+) -> Result<String, String> {
+    let Fetched {
+        reference,
+        pulled,
+        signed_by,
+        trusted_as,
+    } = fetched;
+    let pinned = pulled.artifact.pinned.to_string();
+    let tools = airlock_host::config::default_tool_dir()
+        .ok_or("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in")?;
     let staged = tempfile::Builder::new()
         .suffix(".wasm")
         .tempfile()
@@ -508,9 +565,13 @@ async fn install_new(
     };
     // Another source or another signer for the tool airlock.lock pins is
     // not an update: both are shown, and it is approved as a new tool is.
-    let taken_over = previous
-        .as_ref()
-        .and_then(|p| takeover(p, &entry).map(|change| (p, change)));
+    let taken_over = previous.as_ref().and_then(|p| {
+        takeover(
+            (&p.source, p.signed_by.as_deref()),
+            (&entry.source, entry.signed_by.as_deref()),
+        )
+        .map(|change| (p, change))
+    });
     if let Some((p, change)) = &taken_over {
         shown.push_str(&format!(
             "  it replaces {} as airlock.lock pins it, {change}:\n    pinned now\n{}    this one\n{}",
@@ -521,18 +582,7 @@ async fn install_new(
     }
     let approve = asks_more || !replaced.is_empty() || taken_over.is_some();
     if approve && !yes {
-        say!("{}", shown.trim_end_matches('\n'));
-        match crate::prompt::confirm("install it?") {
-            Some(true) => {}
-            Some(false) => return Err("not installed".into()),
-            None => {
-                return Err(format!(
-                    "{} needs your approval of what is shown above; run again with --yes to \
-                     approve it. Nothing was installed",
-                    checked.name
-                ));
-            }
-        }
+        ask_approval(&shown, &checked.name)?;
     }
     write_tool(&target, &pulled.bytes)
         .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
@@ -563,10 +613,7 @@ async fn install_new(
         target.display(),
         pulled.artifact.manifest_digest,
         signed_by.map_or_else(
-            || format!(
-                "unsigned (accepted: [[trust]] {} has unsigned = true)",
-                rule.source
-            ),
+            || format!("unsigned (accepted: [[trust]] {trusted_as} has unsigned = true)"),
             |s| format!("signed by {s}")
         ),
         lock_path.display(),
@@ -575,31 +622,47 @@ async fn install_new(
     Ok(text)
 }
 
-/// How installing `new` in place of the pinned `old` (a tool of the same
-/// name, or from the same reference) is more than an update: it comes
-/// from another repository, or is signed by another key, or by none where
-/// `old` was signed. None for an update: the same repository (any tag or
-/// digest of it) and the same signing key (read from any file).
-fn takeover(old: &LockedTool, new: &LockedTool) -> Option<String> {
+/// Shows `shown` and asks at the terminal whether to install `what`;
+/// without a terminal, says how to approve it.
+pub(crate) fn ask_approval(shown: &str, what: &str) -> Result<(), String> {
+    say!("{}", shown.trim_end_matches('\n'));
+    match crate::prompt::confirm("install it?") {
+        Some(true) => Ok(()),
+        Some(false) => Err("not installed".into()),
+        None => Err(format!(
+            "{what} needs your approval of what is shown above; run again with --yes to approve \
+             it. Nothing was installed"
+        )),
+    }
+}
+
+/// How installing `new` in place of the pinned `old` (a tool or skill of
+/// the same name, or from the same reference), each a source and the key
+/// that signed it (as `airlock.lock` records both), is more than an
+/// update: it comes from another repository, or is signed by another key,
+/// or by none where `old` was signed. None for an update: the same
+/// repository (any tag or digest of it) and the same signing key (read
+/// from any file).
+pub(crate) fn takeover(old: (&str, Option<&str>), new: (&str, Option<&str>)) -> Option<String> {
     let repository = |source: &str| {
         OciRef::parse(source)
             .ok()
             .map(|r| (r.registry().to_string(), r.repository().to_string()))
     };
-    // `signed_by` is `FINGERPRINT (FILE)`, as install writes it.
-    let key = |signer: &Option<String>| {
-        signer.as_deref().map(|s| {
+    // A signer is `FINGERPRINT (FILE)`, as install writes it.
+    let key = |signer: Option<&str>| {
+        signer.map(|s| {
             s.split_once(' ')
                 .map_or(s, |(fingerprint, _)| fingerprint)
                 .to_string()
         })
     };
     let mut changes = Vec::new();
-    let old_repository = repository(&old.source);
-    if old_repository.is_none() || old_repository != repository(&new.source) {
+    let old_repository = repository(old.0);
+    if old_repository.is_none() || old_repository != repository(new.0) {
         changes.push("from another source");
     }
-    let (old_key, new_key) = (key(&old.signed_by), key(&new.signed_by));
+    let (old_key, new_key) = (key(old.1), key(new.1));
     if old_key != new_key {
         changes.push(match (old_key, new_key) {
             (_, None) => "unsigned",
@@ -634,39 +697,53 @@ async fn install_locked(
     config: &Config,
     options: &Options,
 ) -> Result<String, String> {
-    let entries: Vec<&LockedTool> = match reference {
-        None => lock.tools.iter().collect(),
+    let (entries, skills): (Vec<&LockedTool>, Vec<&LockedSkill>) = match reference {
+        None => (lock.tools.iter().collect(), lock.skills.iter().collect()),
         Some(text) => {
             let reference = OciRef::parse(text).map_err(|e| e.to_string())?;
             let wanted = reference.to_string();
-            let entry = lock
+            let tool = lock
                 .tools
                 .iter()
-                .find(|t| t.source == wanted || t.pinned == wanted)
-                .ok_or_else(|| {
-                    format!(
+                .find(|t| t.source == wanted || t.pinned == wanted);
+            let skill = lock
+                .skills
+                .iter()
+                .find(|s| s.source == wanted || s.pinned == wanted);
+            let manifest_digest = match (tool, skill) {
+                (Some(t), _) => &t.manifest_digest,
+                (None, Some(s)) => &s.manifest_digest,
+                (None, None) => {
+                    return Err(format!(
                         "{wanted} is not in airlock.lock, and --locked changes nothing there \
                          (install it without --locked to add it)"
-                    )
-                })?;
+                    ));
+                }
+            };
             if reference.digest().is_none() {
                 let auth = Auth::for_registry(reference.registry());
                 let now = airlock_oci::resolve_digest(&reference, &auth, options)
                     .await
                     .map_err(|e| e.to_string())?;
-                if now != entry.manifest_digest {
+                if &now != manifest_digest {
                     return Err(format!(
-                        "{wanted} now resolves to {now}, but airlock.lock pins {}; --locked \
-                         changes nothing (install without --locked to review the update)",
-                        entry.manifest_digest
+                        "{wanted} now resolves to {now}, but airlock.lock pins \
+                         {manifest_digest}; --locked changes nothing (install without --locked \
+                         to review the update)"
                     ));
                 }
             }
-            vec![entry]
+            (
+                tool.into_iter().collect(),
+                skill
+                    .into_iter()
+                    .take(usize::from(tool.is_none()))
+                    .collect(),
+            )
         }
     };
-    if entries.is_empty() {
-        return Ok("airlock.lock pins no tools; nothing to install".into());
+    if entries.is_empty() && skills.is_empty() {
+        return Ok("airlock.lock pins no tools or skills; nothing to install".into());
     }
     let mut text = Vec::new();
     for entry in entries {
@@ -696,6 +773,7 @@ async fn install_locked(
             entry.pinned
         ));
     }
+    text.extend(crate::skill_distribution::install_locked(&skills, options).await?);
     Ok(text.join("\n"))
 }
 
@@ -768,8 +846,11 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
-    if lock.tools.is_empty() {
-        say!("no tools installed from registries ({})", path.display());
+    if lock.tools.is_empty() && lock.skills.is_empty() {
+        say!(
+            "no tools or skills installed from registries ({})",
+            path.display()
+        );
         return ExitCode::SUCCESS;
     }
     for t in &lock.tools {
@@ -794,6 +875,9 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
             t.file.display()
         );
     }
+    for skill in &lock.skills {
+        say!("{}", crate::skill_distribution::describe(skill));
+    }
     ExitCode::SUCCESS
 }
 
@@ -809,6 +893,9 @@ fn remove_tool(config: &Config, name: &str) -> Result<String, String> {
     let path = lock_path(config)?;
     let _guard = Guard::take(&path)?;
     let mut lock = read_lock(&path)?;
+    if lock.get(name).is_none() && lock.skill(name).is_some() {
+        return crate::skill_distribution::remove(name, lock, &path);
+    }
     let entry = lock.remove(name);
     let file = entry
         .as_ref()

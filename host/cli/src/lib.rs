@@ -31,6 +31,7 @@ mod prompt;
 mod render;
 mod run;
 mod signals;
+mod skill_distribution;
 
 use airlock_host::Airlock;
 use airlock_host::Config;

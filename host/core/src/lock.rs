@@ -1,5 +1,5 @@
-//! `airlock.lock`, beside the configuration: each tool installed from a
-//! registry, pinned. It records where the tool came from (the reference as
+//! `airlock.lock`, beside the configuration: each tool (and each skill,
+//! [`LockedSkill`]) installed from a registry, pinned. It records where the tool came from (the reference as
 //! asked, and pinned to the manifest's digest), the manifest and layer
 //! digests, the component's BLAKE3, its descriptor's BLAKE3, the file it
 //! was installed as, the key that signed it and what it asks for. Every
@@ -42,13 +42,44 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The tools installed from registries, by name.
+/// The tools and skills installed from registries, by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lockfile {
     /// One entry per installed tool, sorted by name.
     #[serde(default, rename = "tool")]
     pub tools: Vec<LockedTool>,
+    /// One entry per installed skill, sorted by name.
+    #[serde(default, rename = "skill", skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<LockedSkill>,
+}
+
+/// One installed skill, pinned. Its folder is the one of its name in the
+/// skills directory `airlock install` uses
+/// ([`crate::config::default_skills_dir`]), so the entry names no path and
+/// travels. Every load of that folder checks its files against `tree`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedSkill {
+    /// The skill's name (its front matter's, and its folder's).
+    pub name: String,
+    /// The reference as the operator gave it (a tag, or a digest).
+    pub source: String,
+    /// The same reference pinned to the manifest's digest.
+    pub pinned: String,
+    /// The manifest's digest (`sha256:...`).
+    pub manifest_digest: String,
+    /// The tar layer's digest (`sha256:...`).
+    pub layer_digest: String,
+    /// The folder's digest ([`crate::skills::Skill::tree_digest`]).
+    pub tree: String,
+    /// The trusted key whose signature verified at install, as for a tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+    /// What the skill's scripts need (the programs they are run with), as
+    /// the operator approved it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<String>,
 }
 
 /// One installed tool, pinned.
@@ -92,8 +123,8 @@ pub struct LockedTool {
 const LOCK_BYTES: u64 = 4 << 20;
 
 /// The header written at the top of the file.
-const HEADER: &str = "# airlock.lock: the tools `airlock install` fetched from registries, pinned.\n\
-                      # Written by airlock; every load checks each file's BLAKE3 against it.\n\n";
+const HEADER: &str = "# airlock.lock: the tools and skills `airlock install` fetched from registries, pinned.\n\
+                      # Written by airlock; every load checks each tool's BLAKE3 and each skill's tree against it.\n\n";
 
 impl Lockfile {
     /// Parses the text of a lock file.
@@ -202,6 +233,24 @@ impl Lockfile {
     pub fn remove(&mut self, name: &str) -> Option<LockedTool> {
         let at = self.tools.iter().position(|t| t.name == name)?;
         Some(self.tools.remove(at))
+    }
+
+    /// The entry for the skill `name`.
+    pub fn skill(&self, name: &str) -> Option<&LockedSkill> {
+        self.skills.iter().find(|s| s.name == name)
+    }
+
+    /// Adds `skill`, replacing an entry of the same name.
+    pub fn insert_skill(&mut self, skill: LockedSkill) {
+        self.skills.retain(|s| s.name != skill.name);
+        self.skills.push(skill);
+        self.skills.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// Removes the entry for the skill `name`, returning it.
+    pub fn remove_skill(&mut self, name: &str) -> Option<LockedSkill> {
+        let at = self.skills.iter().position(|s| s.name == name)?;
+        Some(self.skills.remove(at))
     }
 }
 

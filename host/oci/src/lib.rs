@@ -13,8 +13,12 @@
 //! `Session::read_capped`). Credentials come from the environment or
 //! Docker's credential file and are never logged.
 //!
+//! Skills travel the same way, in a layout of their own ([`skill`]): one
+//! tar layer of the skill's folder under an Airlock skill config;
+//! [`pull_any`] pulls either kind.
+//!
 //! Knows nothing of wasmtime, of where tools are installed, or of what a
-//! tool may do: the caller checks the component it gets.
+//! tool may do: the caller checks the component or skill it gets.
 
 use base64::Engine as _;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
@@ -27,7 +31,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 mod sign;
+pub mod skill;
 pub use sign::{PublicKey, SigningKey, Verdict, sign, verify};
+pub use skill::{SKILL_CONFIG, SKILL_LAYER, publish_skill};
 
 /// The media type of the layer that holds the component.
 pub const WASM_LAYER: &str = "application/wasm";
@@ -49,8 +55,8 @@ pub enum Error {
         /// What it said, or what failed on the way.
         message: String,
     },
-    /// The artifact is not a wasm component in the expected layout.
-    #[error("{reference} is not a wasm component artifact: {why}")]
+    /// The artifact is not a component or a skill in the expected layout.
+    #[error("{reference} is not an artifact airlock installs: {why}")]
     Layout {
         /// The reference, pinned to the manifest's digest.
         reference: String,
@@ -312,12 +318,51 @@ pub struct Artifact {
     pub layer_digest: String,
 }
 
-/// A component pulled from a registry, checked.
+/// What an artifact holds, by its config's media type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A wasm component: one [`WASM_LAYER`] under a [`WASM_CONFIG`].
+    Component,
+    /// A skill's folder: one [`SKILL_LAYER`] (a tar) under a
+    /// [`SKILL_CONFIG`] (see [`skill`]).
+    Skill,
+}
+
+impl Kind {
+    /// Its config's media type.
+    pub fn config(self) -> &'static str {
+        match self {
+            Kind::Component => WASM_CONFIG,
+            Kind::Skill => SKILL_CONFIG,
+        }
+    }
+
+    /// Its layer's media type.
+    pub fn layer(self) -> &'static str {
+        match self {
+            Kind::Component => WASM_LAYER,
+            Kind::Skill => SKILL_LAYER,
+        }
+    }
+
+    /// "a component" or "a skill".
+    fn article(self) -> &'static str {
+        match self {
+            Kind::Component => "a component",
+            Kind::Skill => "a skill",
+        }
+    }
+}
+
+/// An artifact pulled from a registry, checked.
 #[derive(Clone, Debug)]
 pub struct Pulled {
     /// Where it came from.
     pub artifact: Artifact,
-    /// The component's bytes, whose SHA-256 is `artifact.layer_digest`.
+    /// What it holds.
+    pub kind: Kind,
+    /// Its layer's bytes (a component, or a skill's tar), whose SHA-256
+    /// is `artifact.layer_digest`.
     pub bytes: Vec<u8>,
 }
 
@@ -763,6 +808,26 @@ pub async fn publish(
     auth: &Auth,
     options: &Options,
 ) -> Result<Artifact, Error> {
+    let config = serde_json::json!({
+        "created": created(),
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [sha256(wasm)],
+        "component": {"imports": info.imports, "exports": info.exports, "target": null},
+    });
+    push(reference, Kind::Component, wasm, config, auth, options).await
+}
+
+/// Pushes `layer`, an artifact of `kind`, with `config` (JSON) to
+/// `reference` (which names a tag), and returns where it is, by digest.
+async fn push(
+    reference: &OciRef,
+    kind: Kind,
+    layer: &[u8],
+    config: serde_json::Value,
+    auth: &Auth,
+    options: &Options,
+) -> Result<Artifact, Error> {
     if reference.tag().is_none() || reference.digest().is_some() {
         return Err(Error::Reference(format!(
             "{reference}: publish to a tag (oci://REGISTRY/REPOSITORY:TAG); the digest is the \
@@ -770,20 +835,17 @@ pub async fn publish(
         )));
     }
     let session = Session::open(reference, auth, options)?;
-    let layer_digest = sha256(wasm);
-    let config = serde_json::json!({
-        "created": created(),
-        "architecture": "wasm",
-        "os": "wasip2",
-        "layerDigests": [layer_digest],
-        "component": {"imports": info.imports, "exports": info.exports, "target": null},
-    });
+    let layer_digest = sha256(layer);
     let config = Config::new(
         serde_json::to_vec(&config).expect("a JSON value serialises"),
-        WASM_CONFIG.to_string(),
+        kind.config().to_string(),
         None,
     );
-    let layers = [ImageLayer::new(wasm.to_vec(), WASM_LAYER.to_string(), None)];
+    let layers = [ImageLayer::new(
+        layer.to_vec(),
+        kind.layer().to_string(),
+        None,
+    )];
     let mut manifest = OciImageManifest::build(&layers, &config, None);
     // oci-client leaves it out; the wasm ecosystem's client (oci-wasm, under
     // wkg and Wassette) refuses a manifest without it.
@@ -816,6 +878,34 @@ pub async fn pull(
     max_bytes: u64,
     options: &Options,
 ) -> Result<Pulled, Error> {
+    pull_kinds(reference, auth, |_| max_bytes, options, &[Kind::Component]).await
+}
+
+/// As [`pull`], for a component or a skill ([`Pulled::kind`] says which),
+/// each held to its own layout, its layer to at most `max_bytes(kind)`.
+pub async fn pull_any(
+    reference: &OciRef,
+    auth: &Auth,
+    max_bytes: impl Fn(Kind) -> u64,
+    options: &Options,
+) -> Result<Pulled, Error> {
+    pull_kinds(
+        reference,
+        auth,
+        max_bytes,
+        options,
+        &[Kind::Component, Kind::Skill],
+    )
+    .await
+}
+
+async fn pull_kinds(
+    reference: &OciRef,
+    auth: &Auth,
+    max_bytes: impl Fn(Kind) -> u64,
+    options: &Options,
+    kinds: &[Kind],
+) -> Result<Pulled, Error> {
     let session = Session::open(reference, auth, options)?;
     session
         .within(async {
@@ -827,31 +917,42 @@ pub async fn pull(
             };
             let manifest: OciImageManifest = serde_json::from_slice(&raw)
                 .map_err(|e| layout(format!("its manifest is not an OCI image manifest: {e}")))?;
-            if manifest.config.media_type != WASM_CONFIG {
-                return Err(layout(format!(
-                    "its config is {}, not {WASM_CONFIG}",
-                    manifest.config.media_type
-                )));
-            }
+            let expected = kinds
+                .iter()
+                .map(|k| k.config())
+                .collect::<Vec<_>>()
+                .join(" or ");
+            let kind = *kinds
+                .iter()
+                .find(|k| k.config() == manifest.config.media_type)
+                .ok_or_else(|| {
+                    layout(format!(
+                        "its config is {}, not {expected}",
+                        manifest.config.media_type
+                    ))
+                })?;
             let [layer] = manifest.layers.as_slice() else {
                 return Err(layout(format!(
-                    "it has {} layers; a component artifact has one",
-                    manifest.layers.len()
+                    "it has {} layers; {} artifact has one",
+                    manifest.layers.len(),
+                    kind.article()
                 )));
             };
-            if layer.media_type != WASM_LAYER {
+            if layer.media_type != kind.layer() {
                 return Err(layout(format!(
-                    "its layer is {}, not {WASM_LAYER}",
-                    layer.media_type
+                    "its layer is {}, not {}",
+                    layer.media_type,
+                    kind.layer()
                 )));
             }
-            let bytes = session.blob(&pinned, layer, max_bytes).await?;
+            let bytes = session.blob(&pinned, layer, max_bytes(kind)).await?;
             Ok(Pulled {
                 artifact: Artifact {
                     pinned,
                     manifest_digest,
                     layer_digest: layer.digest.clone(),
                 },
+                kind,
                 bytes,
             })
         })

@@ -17,6 +17,7 @@ use airlock_core::config::{Config, MountConfig};
 use airlock_core::descriptor::Descriptor;
 use airlock_core::descriptor::WorkspaceAccess;
 use airlock_core::grants::Grants;
+use airlock_core::lock::Lockfile;
 use airlock_core::skills::Skills;
 use airlock_engine::Engine;
 use std::sync::Arc;
@@ -352,12 +353,24 @@ impl From<Airlock> for Calls {
 }
 
 /// Reads the skills of `config`'s skill directories, off the async
-/// threads; each folder that is not a usable skill is logged.
+/// threads, those `airlock install` put in its skills directory held to
+/// `airlock.lock`; each folder that is not a usable skill is logged.
 async fn read_skills(config: &Config) -> anyhow::Result<Arc<Skills>> {
     let dirs = config.skill_dirs();
-    let skills = tokio::task::spawn_blocking(move || Skills::load(&dirs))
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the skills failed: {e}"))?;
+    let lock_path = config.lock_path();
+    let skills = tokio::task::spawn_blocking(move || {
+        let mut skills = Skills::load(&dirs);
+        if let Some(installed) = airlock_core::config::default_skills_dir() {
+            let lock = match &lock_path {
+                Some(path) => Lockfile::read_as_written(path),
+                None => Ok(Lockfile::default()),
+            };
+            skills.hold_to_lock(&installed, lock.as_ref().map_err(String::as_str));
+        }
+        skills
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("reading the skills failed: {e}"))?;
     for failure in &skills.failures {
         tracing::warn!("a skill is not served: {failure}");
     }

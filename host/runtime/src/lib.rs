@@ -39,7 +39,7 @@
 //! ```
 
 pub use airlock_bundled as bundled;
-pub use airlock_core::{host_files, json, lock, sanitize, secrets};
+pub use airlock_core::{host_files, json, lock, sanitize, secrets, skills};
 #[cfg(feature = "mcp-client")]
 pub use airlock_mcp_client as mcp_client;
 /// Native programs confined by the grants (Linux): a binary that embeds
@@ -54,7 +54,7 @@ pub mod config {
         AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig,
         MountConfig, ScopeTools, SecretConfig, ServerWorkspace, ToolConfig, ToolSearchMode,
         TrustRule, approvals_file, default_cache_dir, default_contexts_dir, default_sdk_dir,
-        default_tool_dir, hooks, nearest_name, settings,
+        default_skills_dir, default_tool_dir, hooks, nearest_name, settings,
     };
 }
 

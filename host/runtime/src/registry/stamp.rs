@@ -5,8 +5,9 @@ use airlock_core::config::Config;
 use airlock_engine::component_files;
 use std::path::PathBuf;
 
-/// What the tool directories hold, the approvals file, and what the skill
-/// directories hold: each file with its size and modification time, in
+/// What the tool directories hold, the approvals file, what the skill
+/// directories hold, and `airlock.lock` (which the installed skills are
+/// held to): each file with its size and modification time, in
 /// order. Two equal stamps mean nothing to reload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceStamp(Vec<(PathBuf, u64, Option<std::time::SystemTime>)>);
@@ -16,7 +17,8 @@ const SKILL_ENTRIES: usize = 20_000;
 
 impl SourceStamp {
     /// Stamps the component files in `config`'s tool directories, its
-    /// approvals file and the files of its skill directories now (a
+    /// approvals file, the files of its skill directories and its lock
+    /// file now (a
     /// directory that cannot be listed counts as empty).
     pub fn of(config: &Config) -> SourceStamp {
         let mut skill_files = Vec::new();
@@ -29,6 +31,7 @@ impl SourceStamp {
             .flat_map(|dir| component_files(dir).unwrap_or_default())
             .chain(config.effective_approvals_file())
             .chain(skill_files)
+            .chain(config.lock_path())
             .map(|file| {
                 let meta = std::fs::metadata(&file).ok();
                 let len = meta.as_ref().map_or(0, |m| m.len());
