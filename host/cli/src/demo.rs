@@ -335,7 +335,7 @@ async fn demo() -> anyhow::Result<bool> {
     let airlock = Airlock::new(config).await?;
     let mut cx = airlock.context();
     say!(
-        "Airlock demo: {} bundled tools loaded in {} ms; workspace {}",
+        "Airlock demo: {} tools loaded in {} ms; workspace {}",
         airlock.registry().len(),
         started.elapsed().as_millis(),
         cx.cwd()
