@@ -6,7 +6,7 @@
 //! a log line, progress, the context, its output and its error. Each sees
 //! only `[secret NAME]`; the echo server saw the real value.
 
-use airlock_host::config::{SecretConfig, ToolConfig};
+use airlock_host::config::{AuditConfig, SecretConfig, ToolConfig};
 use airlock_host::tool::ProgressSink;
 use airlock_host::{CallControl, Config, ToolUse};
 use airlock_tests::{LogCapture, config, err, guests, ok_text, with_component};
@@ -203,7 +203,15 @@ async fn a_header_secret_reaches_the_host_and_nothing_the_guest_can_hand_on() {
     let logs = captured_logs();
     let (port, seen) = echo_server().await;
     let (second, loot) = echo_server().await;
-    let (config, _secret_dir) = setup(port, SecretConfig::default());
+    let (mut config, secret_dir) = setup(port, SecretConfig::default());
+    // Audited, inputs and all: the trail must not hold the secret either.
+    let trail = secret_dir.path().join("audit.jsonl");
+    config.audit = AuditConfig {
+        enabled: true,
+        path: Some(trail.display().to_string()),
+        inputs: true,
+        ..AuditConfig::default()
+    };
     let (airlock, _dir) = with_component(guests::EXFIL, config).await;
     let mut cx = airlock.context();
     let (progress, mut events) = ProgressSink::channel(64);
@@ -293,6 +301,31 @@ async fn a_header_secret_reaches_the_host_and_nothing_the_guest_can_hand_on() {
         "the guest's log line reached the host's log"
     );
     assert_clean("the host's log", &logs);
+
+    // The secret in an input, as if the model had echoed it: refused by
+    // the schema, recorded all the same, and kept out of the trail.
+    let echoed = json!({"from": SECRET, "note": SECRET});
+    let r = airlock
+        .call(&mut cx, ToolUse::new("e3", "exfil", echoed))
+        .await;
+    assert!(r.outcome.is_err());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let recorded = loop {
+        let text = std::fs::read_to_string(&trail).unwrap_or_default();
+        if text.matches("\"kind\":\"call\"").count() == 3 {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the trail holds:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_clean("the audit trail", &recorded);
+    assert!(
+        recorded.contains("[secret api]") && recorded.contains("\"input\""),
+        "the kept input is redacted, not dropped:\n{recorded}"
+    );
 }
 
 #[tokio::test]

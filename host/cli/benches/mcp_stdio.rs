@@ -10,6 +10,10 @@
 //! - `mcp_call/stdio_sleep_0_1000_in_flight`: the same with 1,000 calls in
 //!   flight, where anything the server does per call for each call in
 //!   flight shows.
+//! - `mcp_call/stdio_sleep_0_audited`, `..._pipelined_audited`: the two
+//!   rows above against a server with `[audit]` on (each call recorded in
+//!   a trail file, checkpoints signed), in the same run: what auditing
+//!   adds over MCP.
 //! - `mcp_call/stdio_ping`: one `ping`, the transport and rmcp alone.
 //! - `mcp_call/cat_echo`: the same request line through `cat`: the floor
 //!   of a round trip through two pipes and two process wake-ups on this
@@ -256,11 +260,41 @@ fn mcp(c: &mut Criterion) {
     assert!(server.start() > 0);
     server.call_sleep_0();
 
+    // The same server with `[audit]` on (a trail file, checkpoints signed
+    // every 1,000 records), sharing the artifact cache.
+    let trail = tempfile::tempdir().expect("a temp dir");
+    let audit_config = trail.path().join("airlock.toml");
+    std::fs::write(
+        &audit_config,
+        format!(
+            "[audit]\nenabled = true\npath = \"{}\"\nkey = \"{}/../audit/tests/fixtures/operator.pem\"\n",
+            trail.path().join("audit.jsonl").display(),
+            env!("CARGO_MANIFEST_DIR"),
+        ),
+    )
+    .expect("write the audited configuration");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    command
+        .arg("--config")
+        .arg(&audit_config)
+        .arg("--workspace")
+        .arg(workspace.path())
+        .arg("mcp");
+    let mut audited = Server::spawn_command(command, home.path());
+    assert!(audited.start() > 0);
+    audited.call_sleep_0();
+
     let mut group = c.benchmark_group("mcp_call");
     group.measurement_time(Duration::from_secs(10));
     group.bench_function("stdio_sleep_0", |b| b.iter(|| server.call_sleep_0()));
+    group.bench_function("stdio_sleep_0_audited", |b| {
+        b.iter(|| audited.call_sleep_0())
+    });
     group.bench_function("stdio_sleep_0_pipelined", |b| {
         b.iter_custom(|iters| pipelined(&mut server, &sleep_0(), sleep_ok, iters, IN_FLIGHT))
+    });
+    group.bench_function("stdio_sleep_0_pipelined_audited", |b| {
+        b.iter_custom(|iters| pipelined(&mut audited, &sleep_0(), sleep_ok, iters, IN_FLIGHT))
     });
     group.bench_function("stdio_sleep_0_1000_in_flight", |b| {
         b.iter_custom(|iters| pipelined(&mut server, &sleep_0(), sleep_ok, iters, 1000))

@@ -239,7 +239,7 @@ pub(crate) enum Command {
         #[command(flatten)]
         registry: RegistryArgs,
     },
-    /// Pushes a component, or a skill's folder, to an OCI registry, signed with --sign.
+    /// Pushes a component or a skill's folder to an OCI registry, signed with --sign.
     ///
     /// The reference is oci://REGISTRY/REPOSITORY:TAG; the component is
     /// checked to load first (a skill, to be one). Credentials come from
@@ -269,7 +269,7 @@ pub(crate) enum Command {
     /// For each: where from, at which digest, and whether its file is
     /// still as airlock.lock pins it.
     Tools,
-    /// Removes a tool installed in your tool directory (or a skill installed from a registry), and its entry in airlock.lock.
+    /// Removes an installed tool or skill, and its entry in airlock.lock.
     Remove {
         /// The tool's name.
         name: String,
@@ -297,6 +297,16 @@ pub(crate) enum Command {
     Precompile {
         /// Where to put the compiled tools (created private to you).
         dir: Option<PathBuf>,
+    },
+    /// Verifies or shows the audit trail ([audit] in airlock.toml).
+    ///
+    /// `verify` walks the hash chain and the signed checkpoints and names
+    /// the first record that does not hold; `show` prints the records,
+    /// filtered. Both read the configured trail (with the files it was
+    /// rotated into) unless files are given.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
     },
     /// Prints a completion script for SHELL (bash, zsh, fish, elvish, powershell).
     ///
@@ -419,4 +429,45 @@ mod tests {
         assert!(http_addr("localhost:80").unwrap_err().contains("IP:PORT"));
         assert!(http_addr("70000").is_err());
     }
+}
+
+/// `airlock audit ACTION`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuditAction {
+    /// Verifies the trail: each record's hash, the chain, the checkpoints' signatures.
+    ///
+    /// Exits 1 naming the first record that does not hold (edited,
+    /// missing, reordered or inserted, or a checkpoint no trusted key
+    /// signed), and says how many records follow the last signed
+    /// checkpoint.
+    Verify {
+        /// The trail's files, oldest first (default: the configured trail).
+        files: Vec<PathBuf>,
+        /// A public key to trust (repeatable; default: [audit] trusted, or key's .pub).
+        #[arg(long = "key", value_name = "PUB")]
+        keys: Vec<PathBuf>,
+    },
+    /// Shows the records, one a line (--json: as written), filtered.
+    Show {
+        /// The trail's files, oldest first (default: the configured trail).
+        files: Vec<PathBuf>,
+        /// Only calls of this tool.
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only calls by this caller (a token's subject).
+        #[arg(long)]
+        caller: Option<String>,
+        /// Only calls with this decision (allow or deny).
+        #[arg(long)]
+        decision: Option<String>,
+        /// Only records of this kind (call, approval, install, remove, reload, checkpoint...).
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only records at or after this time (RFC 3339, as written: 2026-12-07T10:00).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Print each record as written (JSON).
+        #[arg(long)]
+        json: bool,
+    },
 }

@@ -6,6 +6,7 @@
 //! protocol and signatures are `airlock_oci`'s; every load checks the
 //! pinned files (`airlock_host`'s registry); this module only joins them.
 
+use crate::audit_cmd;
 use crate::author::{Checked, blake3_hex, check, fail, write_tool};
 use airlock_host::config::TrustRule;
 use airlock_host::lock::{LockedSkill, LockedTool, Lockfile};
@@ -359,9 +360,16 @@ fn review(checked: &Checked) -> String {
     text
 }
 
-/// `airlock install oci://...`, or `--locked`.
+/// `airlock install oci://...`, or `--locked`; recorded in the audit
+/// trail.
 pub(crate) async fn install(args: InstallArgs<'_>, config: Config) -> ExitCode {
-    report(install_from(args, config).await)
+    let fields = audit_cmd::fields([
+        ("reference", args.reference.into()),
+        ("locked", args.locked.into()),
+    ]);
+    let audit = config.clone();
+    let done = install_from(args, config).await;
+    report(audit_cmd::recorded(&audit, "install", fields, done))
 }
 
 async fn install_from(args: InstallArgs<'_>, config: Config) -> Result<String, String> {
@@ -821,6 +829,15 @@ pub(crate) async fn install_file(file: &Path, config: Config) -> ExitCode {
         blake3_hex(&bytes),
         checked.warning()
     );
+    let fields = audit_cmd::fields([
+        ("file", file.display().to_string().into()),
+        ("name", checked.name.clone().into()),
+        ("installed_as", target.display().to_string().into()),
+        ("blake3", blake3_hex(&bytes).into()),
+    ]);
+    if let Err(e) = audit_cmd::event(&lock_config, "install", fields) {
+        return fail(format!("it is not in the audit trail: {e}"));
+    }
     ExitCode::SUCCESS
 }
 
@@ -884,7 +901,13 @@ pub(crate) fn tools(config: &Config) -> ExitCode {
 /// `airlock remove NAME`: deletes a tool `airlock install` put in the
 /// user's tool directory, and its lock entry.
 pub(crate) fn remove(config: &Config, name: &str) -> ExitCode {
-    report(remove_tool(config, name))
+    let fields = audit_cmd::fields([("name", name.into())]);
+    report(audit_cmd::recorded(
+        config,
+        "remove",
+        fields,
+        remove_tool(config, name),
+    ))
 }
 
 fn remove_tool(config: &Config, name: &str) -> Result<String, String> {

@@ -19,6 +19,7 @@ macro_rules! say {
 }
 
 mod args;
+mod audit_cmd;
 mod author;
 mod config_cmd;
 mod demo;
@@ -132,6 +133,15 @@ fn approve(airlock: &Airlock, tool: &str) -> ExitCode {
                 "approved {name} from {origin}: BLAKE3 {digest}, recorded in {}",
                 file.display()
             );
+            let fields = audit_cmd::fields([
+                ("tool", name.into()),
+                ("origin", origin.into()),
+                ("digest", digest.into()),
+                ("decided_by", "airlock approve".into()),
+            ]);
+            if let Err(e) = airlock.audit("approval", fields) {
+                return author::fail(format!("the approval is not in the audit trail: {e:#}"));
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -259,6 +269,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Build { dir } => return author::build(dir, config).await,
         Command::Doctor => return doctor::doctor(&config),
         Command::Precompile { dir } => return precompile::precompile(dir.as_deref(), config).await,
+        Command::Audit { action } => return audit_cmd::run(action, &config),
         Command::Config => {
             let file = match &cli.config {
                 Some(path) => Config::from_file(path),
@@ -305,6 +316,18 @@ async fn dispatch(cli: Cli) -> ExitCode {
     }
     #[cfg(feature = "mcp")]
     let serves_mcp = matches!(cli.command, Command::Mcp { .. });
+    #[cfg(feature = "mcp")]
+    if matches!(cli.command, Command::Mcp { http: None, .. })
+        && config.audit.enabled
+        && config.audit.path.as_deref() == Some("-")
+    {
+        eprintln!(
+            "airlock: [audit] path = \"-\" writes the trail to standard output, which `airlock \
+             mcp` speaks MCP on: give it a file or a collector's socket (unix:PATH), or serve \
+             with --http"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
     #[cfg(feature = "mcp")]
     let auth = config.auth.clone();
     #[cfg(not(feature = "mcp"))]
@@ -469,6 +492,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         | Command::Doctor
         | Command::Config
         | Command::Precompile { .. }
+        | Command::Audit { .. }
         | Command::Test { .. }
         | Command::Completions { .. }
         | Command::Man

@@ -24,6 +24,10 @@ mod registry;
 #[allow(dead_code, reason = "shared with other tests, which use all of it")]
 mod modern;
 
+/// The audit trail: calls and changes recorded, verified, tampering found.
+#[path = "parts/audit.rs"]
+mod audit;
+
 /// Skills: served over MCP, given by the `skill` tool, their scripts run.
 #[cfg(feature = "mcp")]
 #[path = "parts/skills.rs"]

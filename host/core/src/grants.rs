@@ -84,6 +84,12 @@ pub struct Grants {
 }
 
 impl Grants {
+    /// Every configured secret, with its value (what any output is
+    /// redacted of).
+    pub fn secrets(&self) -> &Arc<Secrets> {
+        &self.secrets
+    }
+
     /// Resolves the grants in `config`: opens the workspace and every mount,
     /// and refuses grants that point into `/proc`, `/sys` or `/dev`, that
     /// nest under a writable grant (a tool could swap the inner root), that

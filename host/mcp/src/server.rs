@@ -212,6 +212,14 @@ impl McpServer {
             tracing::warn!(tool = %name, "the approval could not be recorded: {recorded:?}");
             return;
         }
+        let mut fields = serde_json::Map::new();
+        fields.insert("tool".into(), name.clone().into());
+        fields.insert("digest".into(), change.now.clone().into());
+        fields.insert("was".into(), change.was.clone().into());
+        fields.insert("decided_by".into(), "user (elicitation)".into());
+        if let Err(e) = self.host_now().audit("approval", fields) {
+            tracing::error!(tool = %name, "the approval is not in the audit trail: {e:#}");
+        }
         // The watcher sees the approvals file change and reloads; this
         // call waits for the new code, briefly.
         let deadline = tokio::time::Instant::now() + APPROVAL_WAIT;

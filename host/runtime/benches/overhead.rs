@@ -6,11 +6,16 @@
 //!   permissions, a fresh sandboxed store for the call, result processing
 //!   and telemetry. Warm: the component is compiled and pre-instantiated
 //!   before the first sample.
+//! - `per_call/airlock_sleep_0_audited`: the same with `[audit]` on: each
+//!   call recorded in a trail file (its input and output digested, the
+//!   grants listed), checkpoints signed every 1,000 records; against the
+//!   row above, in the same run, the per-call cost of auditing.
 //! - `per_call/spawn_bin_true`: spawning `/bin/true` and waiting for it, the
 //!   floor of any process-per-call sandbox, measured in the same run.
 //!
 //! Run with `cargo bench -p airlock-host --bench overhead`.
 
+use airlock_host::config::AuditConfig;
 use airlock_host::{Airlock, Config, ToolContext, ToolUse};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -30,19 +35,48 @@ fn per_call(c: &mut Criterion) {
     let mut cx = airlock.context();
     runtime.block_on(sleep(&airlock, &mut cx));
 
+    let trail = tempfile::tempdir().expect("a temp dir");
+    let audited_config = Config {
+        workspace: Some(workspace.path().to_path_buf()),
+        tool_dirs: Some(Vec::new()),
+        audit: AuditConfig {
+            enabled: true,
+            path: Some(trail.path().join("audit.jsonl").display().to_string()),
+            key: Some(
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../audit/tests/fixtures/operator.pem"
+                )
+                .into(),
+            ),
+            ..AuditConfig::default()
+        },
+        ..Config::default()
+    };
+    let audited = runtime
+        .block_on(Airlock::new(audited_config))
+        .expect("the bundled tools load");
+    let mut audited_cx = audited.context();
+    runtime.block_on(sleep(&audited, &mut audited_cx));
+
     let mut group = c.benchmark_group("per_call");
     group.measurement_time(Duration::from_secs(10));
-    group.bench_function("airlock_sleep_0", |b| {
-        b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    sleep(&airlock, &mut cx).await;
-                }
-                start.elapsed()
+    for (name, airlock, cx) in [
+        ("airlock_sleep_0", &airlock, &mut cx),
+        ("airlock_sleep_0_audited", &audited, &mut audited_cx),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        sleep(airlock, cx).await;
+                    }
+                    start.elapsed()
+                })
             })
-        })
-    });
+        });
+    }
     group.bench_function("spawn_bin_true", |b| {
         b.iter(|| {
             let status = std::process::Command::new("/bin/true")

@@ -13,6 +13,7 @@ use crate::pipeline::{self, CallPolicy};
 use crate::policy::PermissionRules;
 use crate::registry::Registry;
 use crate::skill_tool;
+use airlock_audit::AuditLog;
 use airlock_core::config::{Config, MountConfig};
 use airlock_core::descriptor::Descriptor;
 use airlock_core::descriptor::WorkspaceAccess;
@@ -73,9 +74,10 @@ impl Airlock {
         let grants = Arc::new(Grants::from_config(&granted)?);
         let engine = Engine::from_config(&config)?;
         let registry = Registry::load(&engine, &granted, &grants).await;
+        let audit = crate::audit::open(&config)?;
         let config = Arc::new(config);
         let parts = (engine, grants, registry, skills);
-        Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
+        Airlock::assemble(config, parts, Arc::new(DenyPrompter), audit).await
     }
 
     /// Like [`Airlock::new`], but returns before the bundled tools are
@@ -95,9 +97,10 @@ impl Airlock {
         let grants = Arc::new(Grants::from_config(&granted)?);
         let engine = Engine::from_config(&config)?;
         let registry = Registry::list(&engine, &granted, &grants).await;
+        let audit = crate::audit::open(&config)?;
         let config = Arc::new(config);
         let parts = (engine, grants, registry, skills);
-        Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
+        Airlock::assemble(config, parts, Arc::new(DenyPrompter), audit).await
     }
 
     /// Waits until the tools [`Airlock::open`] listed before compiling them
@@ -145,22 +148,24 @@ impl Airlock {
         registry: Registry,
     ) -> anyhow::Result<Airlock> {
         let skills = read_skills(&config).await?;
+        let audit = crate::audit::open(&config)?;
         let config = Arc::new(config);
         let parts = (engine, grants, registry, skills);
-        Airlock::assemble(config, parts, Arc::new(DenyPrompter)).await
+        Airlock::assemble(config, parts, Arc::new(DenyPrompter), audit).await
     }
 
     async fn assemble(
         config: Arc<Config>,
         (engine, grants, mut registry, skills): (Engine, Arc<Grants>, Registry, Arc<Skills>),
         prompter: Arc<dyn PermissionPrompter>,
+        audit: Option<Arc<AuditLog>>,
     ) -> anyhow::Result<Airlock> {
         registry.offer_skills(&skills, &grants);
         registry.offer_tool_search(config.tool_search, &grants);
         let rules = PermissionRules::from_config(&config.permissions)
             .map_err(|e| anyhow::anyhow!("permissions: {e}"))?;
         let hooks = Hooks::load(&config.hooks, &engine).await?;
-        let policy = Airlock::policy_of(&config, &grants, hooks, prompter);
+        let policy = Airlock::policy_of(&config, &grants, hooks, prompter, audit);
         Ok(Airlock {
             config,
             engine,
@@ -177,6 +182,7 @@ impl Airlock {
         grants: &Grants,
         hooks: Hooks,
         prompter: Arc<dyn PermissionPrompter>,
+        audit: Option<Arc<AuditLog>>,
     ) -> CallPolicy {
         CallPolicy::new(
             hooks,
@@ -186,7 +192,64 @@ impl Airlock {
                 .map(|dir| ResultStore::new(&dir)),
             config.limits.json_depth,
             grants.workspace().map(|w| w.guest.clone()),
+            audit.map(|log| crate::pipeline::Audited {
+                log,
+                keep_input: config.audit.inputs,
+                secrets: grants.secrets().clone(),
+            }),
         )
+    }
+
+    /// The trail for `config` after this host's: the same one when
+    /// `[audit]` did not change, so its chain goes on.
+    fn audit_for(&self, config: &Config) -> anyhow::Result<Option<Arc<AuditLog>>> {
+        if config.audit == self.config.audit {
+            Ok(self.policy.audit().cloned())
+        } else {
+            crate::audit::open(config)
+        }
+    }
+
+    /// Records `kind` (a reload, an approval) with `fields` in the audit
+    /// trail, when there is one. Fails only when the trail fails closed
+    /// and cannot take the record.
+    pub fn audit(
+        &self,
+        kind: &'static str,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<()> {
+        match self.policy.audit() {
+            Some(log) => log.record(kind, fields).map_err(|e| anyhow::anyhow!(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Records that the tools (and skills) were loaded again, with what
+    /// came of it.
+    fn audit_reload(&self, what: &str) {
+        let Some(log) = self.policy.audit() else {
+            return;
+        };
+        let mut fields = serde_json::Map::new();
+        fields.insert("what".into(), what.into());
+        let tools: Vec<serde_json::Value> = self
+            .registry
+            .entries()
+            .into_iter()
+            .map(|e| {
+                serde_json::json!({
+                    "name": e.descriptor().name,
+                    "digest": e.tool.digest(),
+                })
+            })
+            .collect();
+        fields.insert("tools".into(), tools.into());
+        fields.insert("failures".into(), self.registry.failures().len().into());
+        let skills: Vec<String> = self.skills.skills.iter().map(|s| s.name.clone()).collect();
+        fields.insert("skills".into(), skills.into());
+        if let Err(e) = log.record("reload", fields) {
+            tracing::error!("the reload could not be recorded in the audit trail: {e}");
+        }
     }
 
     /// The same host, asking `prompter` when a call needs the user's
@@ -216,7 +279,23 @@ impl Airlock {
         let grants = Arc::new(Grants::reopen(&granted, &self.grants)?);
         let registry = self.registry.regrant(&granted, &grants);
         let parts = (self.engine.clone(), grants, registry, self.skills.clone());
-        Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
+        self.succeeded_by(config, parts, "configuration").await
+    }
+
+    /// The host that takes this one's place, from `config` and `parts`,
+    /// asking the same prompter, on the same trail (when `[audit]` did not
+    /// change), which records the reload (`what` was loaded again).
+    async fn succeeded_by(
+        &self,
+        config: Config,
+        parts: (Engine, Arc<Grants>, Registry, Arc<Skills>),
+        what: &str,
+    ) -> anyhow::Result<Airlock> {
+        let audit = self.audit_for(&config)?;
+        let prompter = self.policy.prompter().clone();
+        let airlock = Airlock::assemble(Arc::new(config), parts, prompter, audit).await?;
+        airlock.audit_reload(what);
+        Ok(airlock)
     }
 
     /// The same configuration with its tools (and skills) loaded afresh
@@ -235,7 +314,7 @@ impl Airlock {
         let engine = Engine::from_config(&config)?;
         let registry = self.registry.load_again(&engine, &granted, &grants).await;
         let parts = (engine, grants, registry, skills);
-        Airlock::assemble(Arc::new(config), parts, self.policy.prompter().clone()).await
+        self.succeeded_by(config, parts, "tools").await
     }
 
     /// The skills read at start or at the last reload (from

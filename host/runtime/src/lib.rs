@@ -38,6 +38,8 @@
 //! # }
 //! ```
 
+/// The audit trail's format, writer and verifier.
+pub use airlock_audit as audit_trail;
 pub use airlock_bundled as bundled;
 pub use airlock_core::{host_files, json, lock, sanitize, secrets, skills};
 #[cfg(feature = "mcp-client")]
@@ -51,10 +53,11 @@ pub use airlock_native as native;
 /// (`airlock.toml`, with Claude Code's hooks and settings).
 pub mod config {
     pub use airlock_core::config::{
-        AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig, HostPath, McpServerConfig,
-        MountConfig, ScopeTools, SecretConfig, ServerWorkspace, ToolConfig, ToolSearchMode,
-        TrustRule, approvals_file, default_cache_dir, default_contexts_dir, default_sdk_dir,
-        default_skills_dir, default_tool_dir, hooks, nearest_name, settings,
+        AuditConfig, AuditFailure, AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig,
+        HostPath, McpServerConfig, MountConfig, ScopeTools, SecretConfig, ServerWorkspace,
+        ToolConfig, ToolSearchMode, TrustRule, approvals_file, default_cache_dir,
+        default_contexts_dir, default_sdk_dir, default_skills_dir, default_tool_dir, hooks,
+        nearest_name, settings,
     };
 }
 
@@ -98,6 +101,7 @@ pub mod engine {
 pub mod adapters;
 mod airlock;
 pub mod approvals;
+pub mod audit;
 mod call;
 mod context;
 pub mod context_store;

@@ -85,6 +85,19 @@ impl Config {
         if let Some(file) = &mut config.approvals {
             fix(file);
         }
+        if let Some(key) = &mut config.audit.key {
+            fix(key);
+        }
+        config.audit.trusted.iter_mut().for_each(fix);
+        if let Some(path) = config.audit.path.as_mut().filter(|p| *p != "-") {
+            let (scheme, rest) = match path.strip_prefix("unix:") {
+                Some(rest) => ("unix:", rest),
+                None => ("", path.as_str()),
+            };
+            let mut file = PathBuf::from(rest);
+            fix(&mut file);
+            *path = format!("{scheme}{}", file.display());
+        }
         for rule in &mut config.trust {
             rule.keys.iter_mut().for_each(fix);
         }

@@ -35,8 +35,8 @@ use hooks::HooksConfig;
 pub use mcp_server::{McpServerConfig, ServerWorkspace};
 pub(crate) use paths::user_dir;
 pub use paths::{
-    HostPath, approvals_file, default_cache_dir, default_contexts_dir, default_results_dir,
-    default_sdk_dir, default_skills_dir, default_tool_dir,
+    HostPath, approvals_file, default_audit_file, default_cache_dir, default_contexts_dir,
+    default_results_dir, default_sdk_dir, default_skills_dir, default_tool_dir,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -148,6 +148,107 @@ pub struct Config {
     /// `[skills]`: where skills are read from (see [`SkillsConfig`]).
     #[serde(default)]
     pub skills: SkillsConfig,
+    /// `[audit]`: the audit trail (see [`AuditConfig`]).
+    #[serde(default)]
+    pub audit: AuditConfig,
+}
+
+/// `[audit]`: a record of every call and of every approval, install,
+/// removal and reload, hash-chained, with checkpoints signed by `key`
+/// (`airlock audit verify` checks it). Off unless `enabled`.
+///
+/// ```
+/// use airlock_core::config::{AuditFailure, Config};
+/// let config: Config = toml::from_str(
+///     "[audit]\nenabled = true\nkey = \"/etc/airlock/audit.key\"\non_failure = \"drop\"\n",
+/// )
+/// .unwrap();
+/// assert!(config.audit.enabled);
+/// assert_eq!(config.audit.on_failure, AuditFailure::Drop);
+/// assert!(config.audit.sink_path().is_some());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Whether the trail is written.
+    pub enabled: bool,
+    /// Where: a file (default `$XDG_STATE_HOME/airlock/audit.jsonl`), `-`
+    /// for standard output, or `unix:PATH` for a collector's socket.
+    pub path: Option<String>,
+    /// The private key (`airlock keygen`) checkpoints are signed with;
+    /// none: unsigned checkpoints, which `verify` reports.
+    pub key: Option<PathBuf>,
+    /// The public keys `airlock audit verify` trusts (default: `key`'s
+    /// `.pub`).
+    pub trusted: Vec<PathBuf>,
+    /// A signed checkpoint after this many records...
+    pub checkpoint_every: u64,
+    /// ...or this many seconds after the first record since the last.
+    pub checkpoint_seconds: u64,
+    /// Whether each call's input is recorded (secrets redacted), besides
+    /// its digest.
+    pub inputs: bool,
+    /// When the trail cannot be written: refuse calls (`fail`), or go on
+    /// and count the records lost (`drop`).
+    pub on_failure: AuditFailure,
+    /// This process's name in every record (default: the host's name and
+    /// the process id).
+    pub replica: Option<String>,
+    /// A file past this many MiB is rotated.
+    pub max_file_mib: u64,
+}
+
+/// `[audit] on_failure`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditFailure {
+    /// Refuse calls until the trail can be written (nothing is lost).
+    #[default]
+    Fail,
+    /// Let calls go on; drop what does not fit, and record how much.
+    Drop,
+}
+
+impl Default for AuditConfig {
+    fn default() -> AuditConfig {
+        AuditConfig {
+            enabled: false,
+            path: None,
+            key: None,
+            trusted: Vec::new(),
+            checkpoint_every: 1000,
+            checkpoint_seconds: 60,
+            inputs: false,
+            on_failure: AuditFailure::Fail,
+            replica: None,
+            max_file_mib: 64,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// The trail's file when it goes to one: `path`, or the default under
+    /// the XDG state directory.
+    pub fn sink_path(&self) -> Option<PathBuf> {
+        match self.path.as_deref() {
+            Some("-") => None,
+            Some(p) if p.starts_with("unix:") => None,
+            Some(p) => Some(PathBuf::from(p)),
+            None => default_audit_file(),
+        }
+    }
+
+    /// The keys `airlock audit verify` trusts: `trusted`, or `key`'s
+    /// `.pub`.
+    pub fn trusted_keys(&self) -> Vec<PathBuf> {
+        if !self.trusted.is_empty() {
+            return self.trusted.clone();
+        }
+        self.key
+            .iter()
+            .map(|k| PathBuf::from(format!("{}.pub", k.display())))
+            .collect()
+    }
 }
 
 /// `[skills]`: the directories whose folders are skills
@@ -433,6 +534,7 @@ impl Default for Config {
             trust: Vec::new(),
             contexts: ContextsConfig::default(),
             skills: SkillsConfig::default(),
+            audit: AuditConfig::default(),
             secrets: BTreeMap::new(),
             auth: None,
         }
@@ -729,6 +831,22 @@ impl Config {
                     unreadable: true,
                 }),
         );
+        // The audit trail: a tool that could write it could forge or cut
+        // it; one that could read the key could sign a forgery.
+        if self.audit.enabled {
+            paths.extend(self.audit.sink_path().map(|path| HostPath {
+                what: "the audit trail",
+                path,
+                is_dir: false,
+                unreadable: true,
+            }));
+            paths.extend(self.audit.key.clone().map(|path| HostPath {
+                what: "the audit key",
+                path,
+                is_dir: false,
+                unreadable: true,
+            }));
+        }
         // The command line's contexts: what `edit` trusts a read by.
         paths.extend(default_contexts_dir().map(|path| HostPath {
             what: "the command line's contexts",

@@ -48,6 +48,12 @@ pub fn default_tool_dir() -> Option<PathBuf> {
     user_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("airlock/tools"))
 }
 
+/// The default audit trail: `$XDG_STATE_HOME/airlock/audit.jsonl`, or
+/// `~/.local/state/airlock/audit.jsonl`.
+pub fn default_audit_file() -> Option<PathBuf> {
+    user_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("airlock/audit.jsonl"))
+}
+
 /// The default directory of skills: `$XDG_DATA_HOME/airlock/skills`, or
 /// `~/.local/share/airlock/skills`.
 pub fn default_skills_dir() -> Option<PathBuf> {

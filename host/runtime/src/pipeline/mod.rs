@@ -27,15 +27,18 @@ mod validate;
 
 pub use validate::check_schema;
 
+use crate::audit::CallRecord;
 use crate::call::{CallControl, Caller, PermissionRecord, ToolResult, ToolUse};
 use crate::context::{Completed, Denial, ToolContext};
 use crate::policy::{self, DecisionSource, Verdict};
 use crate::registry::Entry;
+use airlock_audit::AuditLog;
 use airlock_core::descriptor::SafetyFlags;
 use airlock_core::error::{CallError, ErrorClass};
 use airlock_core::grants::CallGrants;
 use airlock_core::json;
 use airlock_core::permissions::CallFacts;
+use airlock_core::secrets::Secrets;
 use airlock_core::tool::{CancellationToken, ContentBlock, ContextChange, Invocation, ToolOutput};
 use hooks::{HookEvent, Hooks};
 use prompt::{PermissionAnswer, PermissionPrompter, PermissionRequest};
@@ -104,6 +107,19 @@ pub struct CallPolicy {
     results: Option<Arc<ResultStore>>,
     json_depth: usize,
     project_dir: Option<String>,
+    /// The audit trail every use is recorded in.
+    audit: Option<Audited>,
+}
+
+/// The audit trail, and how uses are recorded in it.
+#[derive(Clone)]
+pub(crate) struct Audited {
+    /// The trail.
+    pub(crate) log: Arc<AuditLog>,
+    /// Whether inputs are kept in it (`[audit] inputs`).
+    pub(crate) keep_input: bool,
+    /// Every secret, which a kept input is redacted of.
+    pub(crate) secrets: Arc<Secrets>,
 }
 
 impl std::fmt::Debug for CallPolicy {
@@ -124,6 +140,7 @@ impl CallPolicy {
         results: Option<ResultStore>,
         json_depth: usize,
         project_dir: Option<String>,
+        audit: Option<Audited>,
     ) -> CallPolicy {
         CallPolicy {
             hooks,
@@ -131,7 +148,13 @@ impl CallPolicy {
             results: results.map(Arc::new),
             json_depth,
             project_dir,
+            audit,
         }
+    }
+
+    /// The audit trail uses are recorded in, if any.
+    pub fn audit(&self) -> Option<&Arc<AuditLog>> {
+        self.audit.as_ref().map(|a| &a.log)
     }
 
     /// The same policy, asking `prompter` (nothing else is built again:
@@ -242,6 +265,26 @@ pub async fn execute(
     result.flags = flags;
     let mut changes = Vec::new();
     let mut grants = CallGrants::nothing(Duration::ZERO, 0);
+    // What the trail needs of the use before it is run: the input as the
+    // model gave it, and which code it names. A trail that cannot be
+    // written (failing closed) lets no use run.
+    let audited = policy.audit.as_ref().map(|audited| {
+        let code = entry.as_ref().map(|e| {
+            (
+                e.tool.origin().to_string(),
+                e.tool.digest().map(str::to_string),
+            )
+        });
+        (audited, tool_use.input.to_string(), code)
+    });
+    let failure = failure.or_else(|| {
+        let (audited, ..) = audited.as_ref()?;
+        audited
+            .log
+            .ready()
+            .err()
+            .map(|why| CallError::new(ErrorClass::Internal, why))
+    });
     let outcome = match (failure, entry, invocation, flags) {
         (Some(failure), ..) => Err(failure),
         (None, Some(entry), Some(mut inv), Some(flags)) => {
@@ -274,6 +317,27 @@ pub async fn execute(
     result.duration = started.elapsed();
     telemetry::record_outcome(&span, outcome.as_ref().map(drop), result.duration);
     result.outcome = outcome;
+    if let Some((audited, input, code)) = audited {
+        let (origin, digest) = code.unzip();
+        let digest = digest.flatten();
+        let record = CallRecord {
+            origin,
+            digest: digest.as_deref(),
+            session: cx.session_id(),
+            caller: tool_use.caller.as_ref(),
+            input,
+            keep_input: audited.keep_input.then_some(&audited.secrets),
+            grants: &grants,
+            result: &result,
+        };
+        if let Err(why) = audited.log.record_json("call", record.fields()) {
+            // Failing closed: what was not recorded is not handed back.
+            result.outcome = Err(CallError::new(
+                ErrorClass::Internal,
+                format!("the call ran, but its result is withheld: {why}"),
+            ));
+        }
+    }
     Completed {
         result,
         changes,
