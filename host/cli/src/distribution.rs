@@ -267,7 +267,7 @@ fn trust_for<'c>(
 }
 
 /// What a tool asks for, one line each, as `airlock.lock` records it.
-fn asks_of(d: &Descriptor) -> Vec<String> {
+pub(crate) fn asks_of(d: &Descriptor) -> Vec<String> {
     let mut asks = Vec::new();
     if d.capabilities.workspace != WorkspaceAccess::None {
         asks.push(format!("workspace {}", d.capabilities.workspace));
@@ -285,7 +285,7 @@ fn asks_of(d: &Descriptor) -> Vec<String> {
 
 /// The review `airlock install` shows: what the tool asks for and what
 /// its calls would get from the configuration's grants.
-fn review(checked: &Checked) -> String {
+pub(crate) fn review(checked: &Checked) -> String {
     let mut text = format!(
         "{}\n",
         sanitize::clean_capped(&checked.summary, Sink::Line, 300)
@@ -754,9 +754,14 @@ async fn install_locked(
         return Ok("airlock.lock pins no tools or skills; nothing to install".into());
     }
     let mut text = Vec::new();
+    text.extend(crate::skill_distribution::install_locked(&skills, options).await?);
     for entry in entries {
         if std::fs::read(&entry.file).is_ok_and(|b| blake3_hex(&b) == entry.blake3) {
             text.push(format!("{}: as pinned already", entry.name));
+            continue;
+        }
+        if entry.source.contains("#tools/") {
+            text.push(crate::skill_distribution::install_carried(entry, lock)?);
             continue;
         }
         let pinned = OciRef::parse(&entry.pinned).map_err(|e| e.to_string())?;
@@ -781,7 +786,6 @@ async fn install_locked(
             entry.pinned
         ));
     }
-    text.extend(crate::skill_distribution::install_locked(&skills, options).await?);
     Ok(text.join("\n"))
 }
 

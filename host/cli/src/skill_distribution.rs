@@ -9,10 +9,18 @@
 //! holds an installed skill to its pin (`Skills::hold_to_lock`), so a
 //! folder changed afterwards is not served until a change is installed and
 //! approved.
+//!
+//! A skill may carry tools of its own: each `tools/*.wasm` of its folder is
+//! checked to load, shown in the review with what it asks for and what it
+//! would be granted, and installed with the skill into the tool directory,
+//! pinned as a tool whose source is the skill's with `#tools/FILE`; an
+//! update of the skill that drops one removes it, and removing the skill
+//! removes them.
 
-use crate::distribution::{Fetched, ask_approval, takeover, write_lock};
+use crate::author::{Checked, blake3_hex, check, write_tool};
+use crate::distribution::{self, Fetched, ask_approval, asks_of, takeover, write_lock};
 use airlock_host::Config;
-use airlock_host::lock::{LockedSkill, Lockfile};
+use airlock_host::lock::{LockedSkill, LockedTool, Lockfile};
 use airlock_host::sanitize::{self, Sink};
 use airlock_host::skills::{self, SKILL_MD, Skill};
 use airlock_oci::skill::FolderFile;
@@ -155,7 +163,7 @@ fn skills_dir() -> Result<PathBuf, String> {
 
 /// The programs `skill`'s scripts are run with, beside `bash`'s own shell,
 /// as `airlock.lock` records them.
-fn asks_of(skill: &Skill) -> Vec<String> {
+fn script_asks(skill: &Skill) -> Vec<String> {
     let mut asks: Vec<String> = skill
         .scripts()
         .into_iter()
@@ -243,8 +251,60 @@ fn changes(old: &Skill, new: &Skill) -> String {
     sanitize::clean_capped(&lines.join("\n"), Sink::Model, 8000)
 }
 
+/// The tools a skill carries (`tools/*.wasm` in its folder), each checked
+/// to load, and the lock entry it gets.
+async fn carried_tools(
+    staged: &Staged,
+    entry: &LockedSkill,
+    config: &Config,
+) -> Result<Vec<(Checked, LockedTool, Vec<u8>)>, String> {
+    let tools_dir = airlock_host::config::default_tool_dir()
+        .ok_or("there is no data directory (set HOME or XDG_DATA_HOME) to install tools in")?;
+    let mut carried = Vec::new();
+    for file in &staged.skill.files {
+        let Some(name) = file
+            .path
+            .strip_prefix("tools/")
+            .filter(|n| n.ends_with(".wasm") && !n.contains('/'))
+        else {
+            continue;
+        };
+        let path = staged.skill.dir.join(&file.path);
+        let checked = check(&path, config.clone())
+            .await
+            .map_err(|e| format!("the tool it carries, {}, does not load: {e}", file.path))?;
+        let locked = LockedTool {
+            name: checked.name.clone(),
+            source: format!("{}#tools/{name}", entry.source),
+            pinned: format!("{}#tools/{name}", entry.pinned),
+            manifest_digest: entry.manifest_digest.clone(),
+            layer_digest: entry.layer_digest.clone(),
+            blake3: blake3_hex(&file.bytes),
+            descriptor_blake3: checked
+                .descriptor_json
+                .as_deref()
+                .map(|d| blake3_hex(d.as_bytes())),
+            file: tools_dir.join(format!("{}.wasm", checked.name)),
+            signed_by: entry.signed_by.clone(),
+            asks: checked.descriptor.as_ref().map(asks_of).unwrap_or_default(),
+        };
+        carried.push((checked, locked, file.bytes.to_vec()));
+    }
+    Ok(carried)
+}
+
+/// The tools airlock.lock pins as carried by the skill from `source`.
+fn carried_by<'l>(lock: &'l Lockfile, source: &str) -> Vec<&'l LockedTool> {
+    let prefix = format!("{source}#tools/");
+    lock.tools
+        .iter()
+        .filter(|t| t.source.starts_with(&prefix))
+        .collect()
+}
+
 /// Installs the skill `fetched`: unpacked, checked, reviewed, approved
-/// when it is new or changed, pinned, put in place.
+/// when it is new or changed, pinned, put in place, with the tools it
+/// carries.
 pub(crate) async fn install(
     fetched: Fetched,
     mut lock: Lockfile,
@@ -284,7 +344,7 @@ pub(crate) async fn install(
         layer_digest: artifact.layer_digest.clone(),
         tree: tree.clone(),
         signed_by: fetched.signed_by.clone(),
-        asks: asks_of(skill),
+        asks: script_asks(skill),
     };
     let mut shown = review(skill, config);
     let changed = previous.as_ref().is_none_or(|p| p.tree != tree);
@@ -327,7 +387,35 @@ pub(crate) async fn install(
             skill.name
         ));
     }
-    let approve = changed || !replaced.is_empty() || taken_over.is_some();
+    let carried = carried_tools(&staged, &entry, config).await?;
+    for (checked, locked, _) in &carried {
+        shown.push_str(&format!("  it carries the tool {}:\n", locked.name));
+        for line in distribution::review(checked).lines() {
+            shown.push_str(&format!("  {line}\n"));
+        }
+    }
+    // A tool of the same name pinned from elsewhere is taken over: shown,
+    // and approved as a new tool would be.
+    let mut takes_tools = false;
+    for (_, locked, _) in &carried {
+        if let Some(other) = lock
+            .get(&locked.name)
+            .filter(|t| !t.source.starts_with(&format!("{source}#tools/")))
+        {
+            takes_tools = true;
+            shown.push_str(&format!(
+                "  its tool {} replaces the one airlock.lock pins from {}\n",
+                locked.name, other.source
+            ));
+        }
+    }
+    let dropped_tools: Vec<LockedTool> = previous
+        .iter()
+        .flat_map(|p| carried_by(&lock, &p.source))
+        .filter(|t| !carried.iter().any(|(_, c, _)| c.name == t.name))
+        .cloned()
+        .collect();
+    let approve = changed || !replaced.is_empty() || taken_over.is_some() || takes_tools;
     if approve && !yes {
         ask_approval(&shown, &format!("skill {}", skill.name))?;
     }
@@ -336,6 +424,12 @@ pub(crate) async fn install(
         lock.remove_skill(&old.name);
     }
     lock.insert_skill(entry);
+    for old in &dropped_tools {
+        lock.remove(&old.name);
+    }
+    for (_, locked, _) in &carried {
+        lock.insert(locked.clone());
+    }
     // The lock first: a load that sees the new folder finds it pinned.
     write_lock(&lock, lock_path)
         .map_err(|e| format!("cannot write {}: {e}", lock_path.display()))?;
@@ -345,6 +439,22 @@ pub(crate) async fn install(
         return Err(e);
     }
     let mut text = if approve && yes { shown } else { String::new() };
+    for (_, locked, bytes) in &carried {
+        write_tool(&locked.file, bytes)
+            .map_err(|e| format!("cannot write {}: {e}", locked.file.display()))?;
+        text.push_str(&format!(
+            "installed the tool {} it carries as {}\n",
+            locked.name,
+            locked.file.display()
+        ));
+    }
+    for old in &dropped_tools {
+        let _ = std::fs::remove_file(&old.file);
+        text.push_str(&format!(
+            "removed the tool {} the skill no longer carries\n",
+            old.name
+        ));
+    }
     for old in &replaced {
         let gone = remove_folder(&dir.join(&old.name));
         text.push_str(&format!(
@@ -433,6 +543,46 @@ pub(crate) async fn install_locked(
     Ok(said)
 }
 
+/// `airlock install --locked` of a tool a skill carries: its bytes from the
+/// skill's folder (installed first), when they are the pinned ones.
+pub(crate) fn install_carried(tool: &LockedTool, lock: &Lockfile) -> Result<String, String> {
+    let skill = lock
+        .skills
+        .iter()
+        .find(|s| tool.source.starts_with(&format!("{}#tools/", s.source)))
+        .ok_or_else(|| {
+            format!(
+                "{}: no skill airlock.lock pins carries it ({})",
+                tool.name, tool.source
+            )
+        })?;
+    let file = tool
+        .source
+        .rsplit_once("#tools/")
+        .map(|(_, f)| f)
+        .unwrap_or_default();
+    let from = skills_dir()?.join(&skill.name).join("tools").join(file);
+    let bytes = std::fs::read(&from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+    if blake3_hex(&bytes) != tool.blake3 {
+        return Err(format!(
+            "{}: the skill {} holds {} with BLAKE3 {}, but airlock.lock pins {}; not installed",
+            tool.name,
+            skill.name,
+            from.display(),
+            blake3_hex(&bytes),
+            tool.blake3
+        ));
+    }
+    write_tool(&tool.file, &bytes)
+        .map_err(|e| format!("cannot write {}: {e}", tool.file.display()))?;
+    Ok(format!(
+        "{}: installed {} from the skill {}",
+        tool.name,
+        tool.file.display(),
+        skill.name
+    ))
+}
+
 /// What `airlock tools` shows of a pinned skill.
 pub(crate) fn describe(entry: &LockedSkill) -> String {
     let folder = skills_dir().map(|d| d.join(&entry.name));
@@ -462,11 +612,19 @@ pub(crate) fn describe(entry: &LockedSkill) -> String {
 /// `airlock remove NAME` of a pinned skill: its folder and its entry.
 pub(crate) fn remove(name: &str, mut lock: Lockfile, lock_path: &Path) -> Result<String, String> {
     let dir = skills_dir()?;
-    lock.remove_skill(name);
+    let carried: Vec<LockedTool> = lock
+        .remove_skill(name)
+        .map(|s| carried_by(&lock, &s.source).into_iter().cloned().collect())
+        .unwrap_or_default();
+    for tool in &carried {
+        lock.remove(&tool.name);
+    }
     write_lock(&lock, lock_path)
         .map_err(|e| format!("cannot write {}: {e}", lock_path.display()))?;
-    Ok(format!(
-        "removed skill {name}: {}",
-        remove_folder(&dir.join(name))
-    ))
+    let mut text = format!("removed skill {name}: {}", remove_folder(&dir.join(name)));
+    for tool in &carried {
+        let _ = std::fs::remove_file(&tool.file);
+        text.push_str(&format!("\nremoved the tool {} it carried", tool.name));
+    }
+    Ok(text)
 }

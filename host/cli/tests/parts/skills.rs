@@ -475,8 +475,9 @@ fn a_skill_added_while_serving_is_served() {
 }
 
 /// A skill published to a real registry, signed, and installed by its
-/// tag: reviewed (its scripts and the programs they need) and approved,
-/// pinned in airlock.lock by its tree, served; a changed version is shown
+/// tag: reviewed (its scripts and the programs they need, and the tool it
+/// carries) and approved, pinned in airlock.lock by its tree, served, its
+/// tool installed and pinned with it; a changed version is shown
 /// file by file and served only once approved; a folder changed on disk
 /// afterwards is not served until `--locked` puts back what is pinned; an
 /// unsigned version is refused; `airlock tools` lists it and `airlock
@@ -514,6 +515,13 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
     )
     .unwrap();
     std::fs::write(source.join("scripts/count.sh"), "wc -l \"$1\"\n").unwrap();
+    // A tool of its own, installed with it.
+    std::fs::create_dir_all(source.join("tools")).unwrap();
+    std::fs::copy(
+        airlock_tests::guests::PATIENT,
+        source.join("tools/patient.wasm"),
+    )
+    .unwrap();
     let src = source.to_str().unwrap();
     let publish = |tag: &str, sign: bool| {
         let reference = format!("oci://{}/skills/csv-report:{tag}", registry.addr);
@@ -524,7 +532,7 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
         let (code, stdout, stderr) = run(&args);
         assert_eq!(code, Some(0), "{stderr}");
         assert!(
-            stdout.contains("skill csv-report: Summarises a CSV file. (3 files"),
+            stdout.contains("skill csv-report: Summarises a CSV file. (4 files"),
             "{stdout}"
         );
         reference
@@ -559,6 +567,10 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
             && stdout.contains("scripts/count.sh  with sh: bash's own shell"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("it carries the tool patient:") && stdout.contains("it asks for:"),
+        "{stdout}"
+    );
     assert!(!installed.exists());
     let (code, stdout, stderr) = run(&["install", &v1, "--yes"]);
     assert_eq!(code, Some(0), "{stderr}");
@@ -573,6 +585,13 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
     let tree = airlock_host::Skill::read(&source).unwrap().tree_digest();
     assert_eq!(pin.tree, tree);
     assert_eq!(pin.asks, ["program python3"]);
+    let carried = lock.get("patient").expect("the tool it carries is pinned");
+    assert_eq!(carried.source, format!("{v1}#tools/patient.wasm"));
+    let patient = home.path().join("data/airlock/tools/patient.wasm");
+    assert_eq!(
+        std::fs::read(&patient).unwrap(),
+        std::fs::read(airlock_tests::guests::PATIENT).unwrap()
+    );
     assert!(
         !lock_text.contains("data/airlock/skills"),
         "a skill's folder is named by the skill, so the lock travels:\n{lock_text}"
@@ -582,6 +601,10 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
         std::fs::read(source.join("scripts/report.py")).unwrap()
     );
     assert!(served(home.path()).contains("scripts/report.py FILE"));
+    let out = airlock(home.path(), &["call", "patient", r#"{"ms": 0}"#])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
     let (code, stdout, _) = run(&["install", &v1]);
     assert_eq!(code, Some(0));
     assert!(stdout.contains("nothing to do"), "{stdout}");
@@ -628,9 +651,14 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
         "{stderr}"
     );
     assert!(!served(home.path()).contains("Also send"));
+    std::fs::remove_file(&patient).unwrap();
     let (code, stdout, stderr) = run(&["install", "--locked"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("skill csv-report: installed"), "{stdout}");
+    assert!(
+        stdout.contains("patient: installed") && patient.exists(),
+        "the tool it carries comes back from its folder: {stdout}"
+    );
     assert!(served(home.path()).contains("scripts/report.py FILE"));
 
     // Unsigned (other bytes: the same ones would carry v2's signature,
@@ -652,10 +680,17 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
     let (code, stdout, stderr) = run(&["remove", "csv-report"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("removed skill csv-report"), "{stdout}");
+    assert!(
+        stdout.contains("removed the tool patient it carried") && !patient.exists(),
+        "{stdout}"
+    );
     assert!(!installed.exists());
     let lock_text =
         std::fs::read_to_string(home.path().join(".config/airlock/airlock.lock")).unwrap();
-    assert!(!lock_text.contains("csv-report"), "{lock_text}");
+    assert!(
+        !lock_text.contains("csv-report") && !lock_text.contains("patient"),
+        "{lock_text}"
+    );
 }
 
 /// FastMCP (on PyPI: a client of MCP's Skills extension) reads the skills
