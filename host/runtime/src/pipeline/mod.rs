@@ -12,7 +12,10 @@
 //!    or error ([`crate::secrets`]), output schema, spilling (to a file of
 //!    the caller's and context's, outside every grant);
 //! 7. post-tool hooks: may block or replace the output, add context;
-//! 8. telemetry ([`telemetry`]) around it all: one `execute_tool` span.
+//! 8. telemetry ([`telemetry`]) around it all: one `execute_tool` span;
+//!    and with `[audit]`, one record in the trail ([`crate::audit`]) for
+//!    every use, run or refused (a trail failing closed that cannot be
+//!    written refuses the use before step 2).
 //!
 //! [`execute`] runs 2–8 without touching the context; the caller applies
 //! the context changes with [`ToolContext::finish`], which is how the
