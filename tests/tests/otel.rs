@@ -49,8 +49,14 @@ fn collector() -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
     (url, bodies)
 }
 
+/// Held by each test: tracing caches per call site whether anyone listens,
+/// and a call made on another thread while the first test installs its
+/// subscriber can leave the span's call site cached as unheard.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 #[test]
 fn execute_tool_spans_are_exported_over_otlp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (url, bodies) = collector();
     let (layer, provider) = airlock_host::pipeline::telemetry::otlp_layer(Some(&url)).unwrap();
     let subscriber = tracing_subscriber::registry().with(layer);
@@ -79,4 +85,52 @@ fn execute_tool_spans_are_exported_over_otlp() {
     );
     assert!(has(b"gen_ai.tool.call.id") && has(b"toolu_otel"));
     assert!(has(b"airlock"), "the service name");
+}
+
+/// With `[audit] otlp`, each record of the trail is also a log record at
+/// the collector (its body the record's line), sent by the time the trail
+/// closes.
+#[test]
+fn audit_records_are_exported_as_otlp_logs() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (url, bodies) = collector();
+    let url = url.replace("/v1/traces", "/v1/logs");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let trail = tempfile::tempdir().unwrap();
+    runtime.block_on(async {
+        let ws = workspace(&[("a.txt", "hi")]);
+        let mut config = workspace_config(ws.path());
+        config.audit = airlock_host::config::AuditConfig {
+            enabled: true,
+            path: Some(trail.path().join("audit.jsonl").display().to_string()),
+            otlp: Some(url),
+            ..Default::default()
+        };
+        let airlock = airlock(config).await;
+        let mut cx = airlock.context();
+        let r = airlock
+            .call(
+                &mut cx,
+                ToolUse::new("toolu_audited", "read", json!({"file_path": "a.txt"})),
+            )
+            .await;
+        assert!(!r.is_error());
+    });
+    drop(runtime);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let all: Vec<u8> = bodies.lock().unwrap().concat();
+        let has = |needle: &[u8]| all.windows(needle.len()).any(|w| w == needle);
+        if has(b"airlock.audit") && has(b"toolu_audited") && has(b"\"kind\":\"call\"") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the collector got no audit record: {}",
+            String::from_utf8_lossy(&all)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let written = std::fs::read_to_string(trail.path().join("audit.jsonl")).unwrap();
+    assert!(written.contains("toolu_audited"), "{written}");
 }

@@ -59,6 +59,19 @@ pub enum OnFailure {
     Drop,
 }
 
+/// Somewhere else each written line also goes (an OpenTelemetry log
+/// exporter): called by the writer with each line once the sink took it;
+/// it must not block for long. Dropped when the log closes (which is when
+/// an exporter flushes).
+#[derive(Clone)]
+pub struct Mirror(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mirror")
+    }
+}
+
 /// How a log writes.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -79,6 +92,8 @@ pub struct Options {
     pub max_file_bytes: u64,
     /// The most records queued.
     pub queue: usize,
+    /// Where each line also goes, if anywhere.
+    pub mirror: Option<Mirror>,
 }
 
 impl Options {
@@ -94,6 +109,7 @@ impl Options {
             replica: replica.into(),
             max_file_bytes: 64 << 20,
             queue: 4096,
+            mirror: None,
         }
     }
 }
@@ -533,6 +549,9 @@ impl Writer {
         if let Err(e) = self.emit(text.as_bytes(), options) {
             (self.head, self.since_checkpoint) = saved;
             return Err(e);
+        }
+        if let Some(mirror) = &options.mirror {
+            text.lines().for_each(|line| (mirror.0)(line));
         }
         Ok(())
     }

@@ -62,6 +62,9 @@ pub fn open(config: &Config) -> anyhow::Result<Option<Arc<AuditLog>>> {
         AuditFailure::Drop => OnFailure::Drop,
     };
     options.max_file_bytes = audit.max_file_mib.max(1) << 20;
+    if let Some(url) = &audit.otlp {
+        options.mirror = Some(otlp_mirror(url)?);
+    }
     let log = AuditLog::open(options).map_err(|e| anyhow::anyhow!("[audit]: {e}"))?;
     Ok(Some(Arc::new(log)))
 }
@@ -211,4 +214,15 @@ impl CallRecord<'_> {
         };
         serde_json::to_string(&fields).expect("a record serializes")
     }
+}
+
+/// Each record also exported to the OTLP/HTTP logs endpoint `url`.
+#[cfg(feature = "otel")]
+fn otlp_mirror(url: &str) -> anyhow::Result<airlock_audit::Mirror> {
+    crate::pipeline::telemetry::otlp_log_mirror(url)
+}
+
+#[cfg(not(feature = "otel"))]
+fn otlp_mirror(_url: &str) -> anyhow::Result<airlock_audit::Mirror> {
+    anyhow::bail!("[audit] otlp needs Airlock built with the `otel` feature")
 }

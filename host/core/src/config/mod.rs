@@ -196,6 +196,10 @@ pub struct AuditConfig {
     pub replica: Option<String>,
     /// A file past this many MiB is rotated.
     pub max_file_mib: u64,
+    /// An OTLP/HTTP logs endpoint (`http://collector:4318/v1/logs`) each
+    /// record is also exported to, as a log record (needs the `otel`
+    /// feature).
+    pub otlp: Option<String>,
 }
 
 /// `[audit] on_failure`.
@@ -222,6 +226,7 @@ impl Default for AuditConfig {
             on_failure: AuditFailure::Fail,
             replica: None,
             max_file_mib: 64,
+            otlp: None,
         }
     }
 }

@@ -104,3 +104,47 @@ where
     let tracer = provider.tracer("airlock");
     Ok((tracing_opentelemetry::layer().with_tracer(tracer), provider))
 }
+
+/// The audit trail's records exported as OpenTelemetry log records (body:
+/// the record's line; event name `airlock.audit`) over OTLP/HTTP to `url`
+/// (a logs URL such as `http://collector:4318/v1/logs`), batched; the
+/// last batch is sent when the trail closes.
+#[cfg(feature = "otel")]
+pub fn otlp_log_mirror(url: &str) -> anyhow::Result<airlock_audit::Mirror> {
+    use opentelemetry::logs::{
+        AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity,
+    };
+    use opentelemetry_otlp::WithExportConfig as _;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let exporter = opentelemetry_otlp::LogExporter::builder()
+        .with_http()
+        .with_endpoint(url)
+        .build()?;
+    let provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(
+            opentelemetry_sdk::Resource::builder()
+                .with_service_name("airlock")
+                .build(),
+        )
+        .build();
+    let logger = provider.logger("airlock.audit");
+    /// Flushes the exporter when the trail lets go of it.
+    struct Flushed(opentelemetry_sdk::logs::SdkLoggerProvider);
+    impl Drop for Flushed {
+        fn drop(&mut self) {
+            let _ = self.0.shutdown();
+        }
+    }
+    let flushed = Flushed(provider);
+    Ok(airlock_audit::Mirror(std::sync::Arc::new(
+        move |line: &str| {
+            let _ = &flushed;
+            let mut record = logger.create_log_record();
+            record.set_event_name("airlock.audit");
+            record.set_severity_number(Severity::Info);
+            record.set_body(AnyValue::from(line.to_string()));
+            logger.emit(record);
+        },
+    )))
+}
