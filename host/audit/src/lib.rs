@@ -510,11 +510,21 @@ impl Writer {
         records: &[Pending],
         checkpoint: bool,
     ) -> Result<(), String> {
-        self.reconnect()?;
-        let guard = self.lock_file()?;
-        let result = self.write_locked(options, records, checkpoint);
-        drop(guard);
-        result
+        // Another writer may rotate the file between our open and our
+        // lock: a lock taken on a file no longer at the path is let go,
+        // and the path opened again.
+        for _ in 0..16 {
+            self.reconnect()?;
+            let guard = match self.lock_file()? {
+                Locked::Moved => continue,
+                Locked::Held(guard) => Some(guard),
+                Locked::NotAFile => None,
+            };
+            let result = self.write_locked(options, records, checkpoint);
+            drop(guard);
+            return result;
+        }
+        Err("the trail's file keeps being moved away".into())
     }
 
     fn write_locked(
@@ -619,16 +629,23 @@ impl Writer {
     }
 
     /// For a file: its lock, held for one batch, and the chain's head as
-    /// the file has it (another process may have written since).
-    fn lock_file(&mut self) -> Result<Option<FileLock>, String> {
+    /// the file has it (another process may have written since); `Moved`
+    /// when the file locked is no longer the one at the path (another
+    /// writer rotated it meanwhile), and it is closed.
+    fn lock_file(&mut self) -> Result<Locked, String> {
         let Out::File { path, file, known } = &mut self.out else {
-            return Ok(None);
+            return Ok(Locked::NotAFile);
         };
         let f = file.as_mut().ok_or("the file is not open")?;
         f.lock()
             .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
         let guard = FileLock(f.try_clone().map_err(|e| e.to_string())?);
         let meta = f.metadata().map_err(|e| e.to_string())?;
+        if std::fs::metadata(&*path).map(|m| m.ino()).ok() != Some(meta.ino()) {
+            drop(guard);
+            *file = None;
+            return Ok(Locked::Moved);
+        }
         if (meta.len(), meta.ino()) != *known {
             let from_here = last_head(f).map_err(|e| format!("{}: {e}", path.display()))?;
             let head = match from_here {
@@ -648,7 +665,7 @@ impl Writer {
                 self.head = head;
             }
         }
-        Ok(Some(guard))
+        Ok(Locked::Held(guard))
     }
 
     fn emit(&mut self, bytes: &[u8], options: &Options) -> Result<(), String> {
@@ -694,6 +711,16 @@ impl Writer {
 
 /// A file's lock, released when dropped.
 struct FileLock(std::fs::File);
+
+/// What [`Writer::lock_file`] got.
+enum Locked {
+    /// The sink is not a file.
+    NotAFile,
+    /// The file at the path, locked.
+    Held(FileLock),
+    /// The file locked had been moved from the path.
+    Moved,
+}
 
 impl Drop for FileLock {
     fn drop(&mut self) {
