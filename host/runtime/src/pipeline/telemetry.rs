@@ -95,11 +95,7 @@ where
     let exporter = exporter.build()?;
     let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
-        .with_resource(
-            opentelemetry_sdk::Resource::builder()
-                .with_service_name("airlock")
-                .build(),
-        )
+        .with_resource(service())
         .build();
     let tracer = provider.tracer("airlock");
     Ok((tracing_opentelemetry::layer().with_tracer(tracer), provider))
@@ -122,11 +118,7 @@ pub fn otlp_log_mirror(url: &str) -> anyhow::Result<airlock_audit::Mirror> {
         .build()?;
     let provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder()
         .with_batch_exporter(exporter)
-        .with_resource(
-            opentelemetry_sdk::Resource::builder()
-                .with_service_name("airlock")
-                .build(),
-        )
+        .with_resource(service())
         .build();
     let logger = provider.logger("airlock.audit");
     /// Flushes the exporter when the trail lets go of it.
@@ -147,4 +139,12 @@ pub fn otlp_log_mirror(url: &str) -> anyhow::Result<airlock_audit::Mirror> {
             logger.emit(record);
         },
     )))
+}
+
+/// What Airlock's spans and log records say they come from.
+#[cfg(feature = "otel")]
+fn service() -> opentelemetry_sdk::Resource {
+    opentelemetry_sdk::Resource::builder()
+        .with_service_name("airlock")
+        .build()
 }
