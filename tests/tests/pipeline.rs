@@ -473,3 +473,46 @@ async fn each_use_runs_in_an_execute_tool_span() {
     assert_eq!(get("error.type").as_deref(), Some("ENOENT"));
     assert!(get("airlock.duration_ms").is_some());
 }
+
+/// A use stopped while the user is being asked (as an MCP 2026-07-28
+/// round is, when it returns the question to its client) says so: the
+/// decision is `ask`, by the user, and the use was cancelled, not denied.
+#[tokio::test]
+async fn a_use_stopped_while_asking_records_the_question() {
+    /// A user who never answers.
+    struct Silent;
+    #[async_trait::async_trait]
+    impl airlock_host::PermissionPrompter for Silent {
+        async fn ask(&self, _: &airlock_host::PermissionRequest) -> PermissionAnswer {
+            std::future::pending().await
+        }
+    }
+    let ws = workspace(&[]);
+    let airlock = airlock(workspace_config(ws.path()))
+        .await
+        .with_prompter(std::sync::Arc::new(Silent));
+    let mut cx = airlock.context();
+    let control = airlock_host::CallControl::default();
+    let cancel = control.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        cancel.cancel();
+    });
+    let r = airlock
+        .call_with(
+            &mut cx,
+            ToolUse::new(
+                "u1",
+                "write",
+                json!({"file_path": "new.txt", "content": "x"}),
+            ),
+            control,
+        )
+        .await;
+    assert_eq!(err(&r).class, ErrorClass::Cancelled, "{r:?}");
+    let asked = r.permission.expect("the question is recorded");
+    assert_eq!(
+        (asked.decision, asked.source),
+        ("ask", DecisionSource::User)
+    );
+}

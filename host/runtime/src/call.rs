@@ -72,7 +72,9 @@ impl std::fmt::Display for Caller {
 /// How a permission question was settled.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PermissionRecord {
-    /// `allow` or `deny`.
+    /// `allow` or `deny`; `ask` when the use stopped while the user was
+    /// being asked (an MCP 2026-07-28 round that returned the question to
+    /// its client, whose answer comes with the use sent again).
     pub decision: &'static str,
     /// Who decided.
     pub source: DecisionSource,

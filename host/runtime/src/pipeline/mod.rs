@@ -558,6 +558,11 @@ impl Stages<'_> {
                 let answer = tokio::select! {
                     answer = self.policy.prompter().ask(&request) => answer,
                     () = self.inv.cancel.cancelled() => {
+                        telemetry::record_decision(self.span, "ask", &DecisionSource::User.to_string());
+                        self.result.permission = Some(PermissionRecord {
+                            decision: "ask",
+                            source: DecisionSource::User,
+                        });
                         return Err(CallError::cancelled("the call was cancelled while waiting for permission"));
                     }
                 };
