@@ -101,7 +101,7 @@ fn lock(config: &Config) -> Finding {
             said: "no configuration directory (set HOME or XDG_CONFIG_HOME)".into(),
         };
     };
-    match crate::distribution::read_lock(&path) {
+    match crate::approval::read_lock(&path) {
         Ok(lock) => Finding {
             ok: true,
             what: "lock",

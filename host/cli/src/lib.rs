@@ -18,6 +18,7 @@ macro_rules! say {
     };
 }
 
+mod approval;
 mod args;
 mod audit_cmd;
 mod author;

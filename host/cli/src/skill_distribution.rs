@@ -17,8 +17,8 @@
 //! update of the skill that drops one removes it, and removing the skill
 //! removes them.
 
+use crate::approval::{self, Fetched, ask_approval, asks_of, takeover, write_lock};
 use crate::author::{Checked, blake3_hex, check, write_tool};
-use crate::distribution::{self, Fetched, ask_approval, asks_of, takeover, write_lock};
 use airlock_host::Config;
 use airlock_host::lock::{LockedSkill, LockedTool, Lockfile};
 use airlock_host::sanitize::{self, Sink};
@@ -390,7 +390,7 @@ pub(crate) async fn install(
     let carried = carried_tools(&staged, &entry, config).await?;
     for (checked, locked, _) in &carried {
         shown.push_str(&format!("  it carries the tool {}:\n", locked.name));
-        for line in distribution::review(checked).lines() {
+        for line in approval::review(checked).lines() {
             shown.push_str(&format!("  {line}\n"));
         }
     }
