@@ -19,7 +19,23 @@ pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000
 
 /// `sha256:` and the hex SHA-256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{:x}", Sha256::digest(bytes))
+    sha256_of([bytes])
+}
+
+/// [`sha256`] of `parts` one after another, without joining them first.
+pub fn sha256_of(parts: impl IntoIterator<Item = impl AsRef<[u8]>>) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.as_ref());
+    }
+    let mut text = String::with_capacity("sha256:".len() + 64);
+    text.push_str("sha256:");
+    for byte in hasher.finalize() {
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 15)]));
+    }
+    text
 }
 
 /// The hash `line` claims, and whether it is the hash of its bytes.

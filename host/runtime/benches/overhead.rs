@@ -10,6 +10,10 @@
 //!   call recorded in a trail file (its input and output digested, the
 //!   grants listed), checkpoints signed every 1,000 records; against the
 //!   row above, in the same run, the per-call cost of auditing.
+//! - `per_call/airlock_sleep_0_again`: the first row again, on a third
+//!   host made after the audited one and measured after it: how much two
+//!   identical hosts differ in one run (the noise auditing's cost is read
+//!   against).
 //! - `per_call/spawn_bin_true`: spawning `/bin/true` and waiting for it, the
 //!   floor of any process-per-call sandbox, measured in the same run.
 //!
@@ -59,11 +63,26 @@ fn per_call(c: &mut Criterion) {
     let mut audited_cx = audited.context();
     runtime.block_on(sleep(&audited, &mut audited_cx));
 
+    // A second plain instance, made after the audited one and measured
+    // after it: what two identical instances differ by (their engines,
+    // their pools, the order they run in), so that auditing is not
+    // charged with it.
+    let again = runtime
+        .block_on(Airlock::new(Config {
+            workspace: Some(workspace.path().to_path_buf()),
+            tool_dirs: Some(Vec::new()),
+            ..Config::default()
+        }))
+        .expect("the bundled tools load");
+    let mut again_cx = again.context();
+    runtime.block_on(sleep(&again, &mut again_cx));
+
     let mut group = c.benchmark_group("per_call");
     group.measurement_time(Duration::from_secs(10));
     for (name, airlock, cx) in [
         ("airlock_sleep_0", &airlock, &mut cx),
         ("airlock_sleep_0_audited", &audited, &mut audited_cx),
+        ("airlock_sleep_0_again", &again, &mut again_cx),
     ] {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {

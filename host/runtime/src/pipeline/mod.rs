@@ -272,13 +272,8 @@ pub async fn execute(
     // model gave it, and which code it names. A trail that cannot be
     // written (failing closed) lets no use run.
     let audited = policy.audit.as_ref().map(|audited| {
-        let code = entry.as_ref().map(|e| {
-            (
-                e.tool.origin().to_string(),
-                e.tool.digest().map(str::to_string),
-            )
-        });
-        (audited, tool_use.input.to_string(), code)
+        let tool = entry.as_ref().map(|e| Arc::clone(&e.tool));
+        (audited, tool_use.input.to_string(), tool)
     });
     let failure = failure.or_else(|| {
         let (audited, ..) = audited.as_ref()?;
@@ -320,12 +315,9 @@ pub async fn execute(
     result.duration = started.elapsed();
     telemetry::record_outcome(&span, outcome.as_ref().map(drop), result.duration);
     result.outcome = outcome;
-    if let Some((audited, input, code)) = audited {
-        let (origin, digest) = code.unzip();
-        let digest = digest.flatten();
+    if let Some((audited, input, tool)) = audited {
         let record = CallRecord {
-            origin,
-            digest: digest.as_deref(),
+            tool: tool.as_deref(),
             session: cx.session_id(),
             caller: tool_use.caller.as_ref(),
             input,
