@@ -181,3 +181,15 @@ pub(crate) fn takeover(old: (&str, Option<&str>), new: (&str, Option<&str>)) -> 
     }
     (!changes.is_empty()).then(|| changes.join(" and "))
 }
+
+/// What removing `path` came to (`removal`), as installs and removals
+/// report it.
+pub(crate) fn gone(path: &Path, removal: std::io::Result<()>) -> String {
+    match removal {
+        Ok(()) => format!("{} removed", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            format!("{} was already gone", path.display())
+        }
+        Err(e) => format!("{} could not be removed: {e}", path.display()),
+    }
+}

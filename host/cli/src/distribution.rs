@@ -6,7 +6,9 @@
 //! protocol and signatures are `airlock_oci`'s; every load checks the
 //! pinned files (`airlock_host`'s registry); this module only joins them.
 
-use crate::approval::{Fetched, ask_approval, asks_of, read_lock, review, takeover, write_lock};
+use crate::approval::{
+    Fetched, ask_approval, asks_of, gone, read_lock, review, takeover, write_lock,
+};
 use crate::audit_cmd;
 use crate::author::{blake3_hex, check, fail, write_tool};
 use airlock_host::Config;
@@ -486,13 +488,7 @@ async fn install_component(
     }
     let mut text = if approve && yes { shown } else { String::new() };
     for old in &replaced {
-        let gone = match std::fs::remove_file(&old.file) {
-            Ok(()) => format!("{} removed", old.file.display()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                format!("{} was already gone", old.file.display())
-            }
-            Err(e) => format!("{} could not be removed: {e}", old.file.display()),
-        };
+        let gone = gone(&old.file, std::fs::remove_file(&old.file));
         text.push_str(&format!(
             "replaced {} ({}), which {} named before: {gone}\n",
             old.name, old.pinned, old.source
@@ -572,12 +568,14 @@ async fn install_locked(
                     ));
                 }
             }
+            // A skill comes back with the tools it carries.
+            let skill = skill.filter(|_| tool.is_none());
+            let carried = skill.map(|s| crate::skill_distribution::carried_by(lock, &s.source));
             (
-                tool.into_iter().collect(),
-                skill
-                    .into_iter()
-                    .take(usize::from(tool.is_none()))
+                tool.into_iter()
+                    .chain(carried.into_iter().flatten())
                     .collect(),
+                skill.into_iter().collect(),
             )
         }
     };

@@ -17,7 +17,7 @@
 //! update of the skill that drops one removes it, and removing the skill
 //! removes them.
 
-use crate::approval::{self, Fetched, ask_approval, asks_of, takeover, write_lock};
+use crate::approval::{self, Fetched, ask_approval, asks_of, gone, takeover, write_lock};
 use crate::author::{Checked, blake3_hex, check, write_tool};
 use airlock_host::Config;
 use airlock_host::lock::{LockedSkill, LockedTool, Lockfile};
@@ -294,7 +294,7 @@ async fn carried_tools(
 }
 
 /// The tools airlock.lock pins as carried by the skill from `source`.
-fn carried_by<'l>(lock: &'l Lockfile, source: &str) -> Vec<&'l LockedTool> {
+pub(crate) fn carried_by<'l>(lock: &'l Lockfile, source: &str) -> Vec<&'l LockedTool> {
     let prefix = format!("{source}#tools/");
     lock.tools
         .iter()
@@ -430,18 +430,32 @@ pub(crate) async fn install(
     for (_, locked, _) in &carried {
         lock.insert(locked.clone());
     }
-    // The lock first: a load that sees the new folder finds it pinned.
-    write_lock(&lock, lock_path)
-        .map_err(|e| format!("cannot write {}: {e}", lock_path.display()))?;
+    // The tools it carries first (as `install` writes a tool before its
+    // pin), then the lock, so that a load that sees the new folder finds
+    // it pinned, then the folder; a step that fails undoes those before it.
+    let undo_tools = |upto: usize| {
+        for (_, written, _) in &carried[..upto] {
+            let _ = std::fs::remove_file(&written.file);
+        }
+    };
+    for (at, (_, locked, bytes)) in carried.iter().enumerate() {
+        if let Err(e) = write_tool(&locked.file, bytes) {
+            undo_tools(at);
+            return Err(format!("cannot write {}: {e}", locked.file.display()));
+        }
+    }
+    if let Err(e) = write_lock(&lock, lock_path) {
+        undo_tools(carried.len());
+        return Err(format!("cannot write {}: {e}", lock_path.display()));
+    }
     let name = skill.name.clone();
     if let Err(e) = staged.put_in_place(&target) {
         let _ = write_lock(&before, lock_path);
+        undo_tools(carried.len());
         return Err(e);
     }
     let mut text = if approve && yes { shown } else { String::new() };
-    for (_, locked, bytes) in &carried {
-        write_tool(&locked.file, bytes)
-            .map_err(|e| format!("cannot write {}: {e}", locked.file.display()))?;
+    for (_, locked, _) in &carried {
         text.push_str(&format!(
             "installed the tool {} it carries as {}\n",
             locked.name,
@@ -449,10 +463,10 @@ pub(crate) async fn install(
         ));
     }
     for old in &dropped_tools {
-        let _ = std::fs::remove_file(&old.file);
         text.push_str(&format!(
-            "removed the tool {} the skill no longer carries\n",
-            old.name
+            "the tool {} the skill no longer carries: {}\n",
+            old.name,
+            gone(&old.file, std::fs::remove_file(&old.file))
         ));
     }
     for old in &replaced {
@@ -487,13 +501,7 @@ pub(crate) async fn install(
 
 /// Removes the folder `dir`, saying what happened.
 fn remove_folder(dir: &Path) -> String {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => format!("{} removed", dir.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            format!("{} was already gone", dir.display())
-        }
-        Err(e) => format!("{} could not be removed: {e}", dir.display()),
-    }
+    gone(dir, std::fs::remove_dir_all(dir))
 }
 
 /// `airlock install --locked`'s skills: each of `entries` whose folder is
@@ -623,8 +631,11 @@ pub(crate) fn remove(name: &str, mut lock: Lockfile, lock_path: &Path) -> Result
         .map_err(|e| format!("cannot write {}: {e}", lock_path.display()))?;
     let mut text = format!("removed skill {name}: {}", remove_folder(&dir.join(name)));
     for tool in &carried {
-        let _ = std::fs::remove_file(&tool.file);
-        text.push_str(&format!("\nremoved the tool {} it carried", tool.name));
+        text.push_str(&format!(
+            "\nthe tool {} it carried: {}",
+            tool.name,
+            gone(&tool.file, std::fs::remove_file(&tool.file))
+        ));
     }
     Ok(text)
 }

@@ -660,6 +660,14 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
         "the tool it carries comes back from its folder: {stdout}"
     );
     assert!(served(home.path()).contains("scripts/report.py FILE"));
+    // `--locked` naming the skill brings back its tools too.
+    std::fs::remove_file(&patient).unwrap();
+    let (code, stdout, stderr) = run(&["install", "--locked", &v2]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("patient: installed") && patient.exists(),
+        "{stdout}"
+    );
 
     // Unsigned (other bytes: the same ones would carry v2's signature,
     // which is over the digest): refused by the trust rule.
@@ -681,7 +689,10 @@ fn a_skill_goes_through_a_registry_signed_pinned_and_approved() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("removed skill csv-report"), "{stdout}");
     assert!(
-        stdout.contains("removed the tool patient it carried") && !patient.exists(),
+        stdout.contains(&format!(
+            "the tool patient it carried: {} removed",
+            patient.display()
+        )) && !patient.exists(),
         "{stdout}"
     );
     assert!(!installed.exists());
