@@ -224,8 +224,8 @@ pub fn verify(files: &[PathBuf], keys: &[PublicKey]) -> Result<Report, String> {
     Ok(report)
 }
 
-/// Every record of `files`, in order, with its file and line; a line that
-/// is not JSON is skipped (`verify` reports it).
+/// Every record of `files`, in order; a line that is not JSON is skipped
+/// (`verify` reports it).
 pub fn records(files: &[PathBuf]) -> Result<Vec<Value>, String> {
     let mut all = Vec::new();
     for file in files {

@@ -73,9 +73,13 @@ fn verify(given: &[PathBuf], keys: &[PathBuf], config: &Config) -> ExitCode {
     };
     let mut trusted = Vec::new();
     for path in &key_files {
-        let key = std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
-            .and_then(|text| PublicKey::from_pem(&text));
+        let key = airlock_host::host_files::read_text_capped(
+            path,
+            64 << 10,
+            airlock_host::host_files::Links::Follow,
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|text| PublicKey::from_pem(&text));
         match key {
             Ok(key) => trusted.push(key),
             Err(e) => return crate::author::fail(format!("key {}: {e}", path.display())),

@@ -28,21 +28,23 @@ use std::time::{Duration, Instant};
 fn per_call(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let workspace = tempfile::tempdir().expect("a temp dir");
-    let config = Config {
+    let plain = || Config {
         workspace: Some(workspace.path().to_path_buf()),
         tool_dirs: Some(Vec::new()),
         ..Config::default()
     };
-    let airlock = runtime
-        .block_on(Airlock::new(config))
-        .expect("the bundled tools load");
-    let mut cx = airlock.context();
-    runtime.block_on(sleep(&airlock, &mut cx));
-
+    // Each host loaded and warmed by one call.
+    let host = |config: Config| {
+        let airlock = runtime
+            .block_on(Airlock::new(config))
+            .expect("the bundled tools load");
+        let mut cx = airlock.context();
+        runtime.block_on(sleep(&airlock, &mut cx));
+        (airlock, cx)
+    };
+    let (airlock, mut cx) = host(plain());
     let trail = tempfile::tempdir().expect("a temp dir");
-    let audited_config = Config {
-        workspace: Some(workspace.path().to_path_buf()),
-        tool_dirs: Some(Vec::new()),
+    let (audited, mut audited_cx) = host(Config {
         audit: AuditConfig {
             enabled: true,
             path: Some(trail.path().join("audit.jsonl").display().to_string()),
@@ -55,27 +57,12 @@ fn per_call(c: &mut Criterion) {
             ),
             ..AuditConfig::default()
         },
-        ..Config::default()
-    };
-    let audited = runtime
-        .block_on(Airlock::new(audited_config))
-        .expect("the bundled tools load");
-    let mut audited_cx = audited.context();
-    runtime.block_on(sleep(&audited, &mut audited_cx));
-
-    // A second plain instance, made after the audited one and measured
-    // after it: what two identical instances differ by (their engines,
-    // their pools, the order they run in), so that auditing is not
-    // charged with it.
-    let again = runtime
-        .block_on(Airlock::new(Config {
-            workspace: Some(workspace.path().to_path_buf()),
-            tool_dirs: Some(Vec::new()),
-            ..Config::default()
-        }))
-        .expect("the bundled tools load");
-    let mut again_cx = again.context();
-    runtime.block_on(sleep(&again, &mut again_cx));
+        ..plain()
+    });
+    // A second plain host, made after the audited one and measured after
+    // it: what two identical hosts differ by (their engines, their pools,
+    // the order they run in), so that auditing is not charged with it.
+    let (again, mut again_cx) = host(plain());
 
     let mut group = c.benchmark_group("per_call");
     group.measurement_time(Duration::from_secs(10));

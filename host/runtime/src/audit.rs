@@ -58,6 +58,8 @@ pub fn open(config: &Config) -> anyhow::Result<Option<Arc<AuditLog>>> {
     });
     let mut options = Options::new(sink, replica);
     options.key = key;
+    // A loaded configuration refuses zeros; one an embedder built is held
+    // to at least 1 here.
     options.checkpoint_every = audit.checkpoint_every.max(1);
     options.checkpoint_interval = std::time::Duration::from_secs(audit.checkpoint_seconds.max(1));
     options.on_failure = match audit.on_failure {
@@ -149,7 +151,7 @@ impl CallRecord<'_> {
         out.0.push_str(",\"grants\":{\"mounts\":[");
         for (i, m) in g.mounts.iter().enumerate() {
             out.0.push_str(if i == 0 { "{" } else { ",{" });
-            out.shown("path", m.mount.configured.display());
+            out.member_shown("path", m.mount.configured.display());
             out.member("seen_as", &m.mount.guest);
             out.member(
                 "access",
@@ -197,7 +199,8 @@ impl CallRecord<'_> {
 struct Json(String);
 
 impl Json {
-    /// `,"name":"value"` (the first member without the comma).
+    /// `,"name":"value"` (the first member of an object without the
+    /// comma).
     fn member(&mut self, name: &str, value: &str) {
         self.name(name);
         self.escaped(value);
@@ -206,12 +209,6 @@ impl Json {
     /// A member whose value is text written by `Display`.
     fn member_shown(&mut self, name: &str, value: impl std::fmt::Display) {
         self.name(name);
-        self.string(value);
-    }
-
-    /// The first member of an object.
-    fn shown(&mut self, name: &str, value: impl std::fmt::Display) {
-        let _ = write!(self.0, "\"{name}\":");
         self.string(value);
     }
 
@@ -355,5 +352,32 @@ mod tests {
         assert_eq!(fields["result"], "internal");
         assert_eq!(fields["duration_us"], 42);
         assert!(fields.get("origin").is_none() && fields.get("output_digest").is_none());
+    }
+
+    /// The output digest hashes the blocks where they lie, and is the
+    /// digest of the output's text content, as documented.
+    #[test]
+    fn the_output_digest_is_that_of_the_text_content() {
+        let mut output = ToolOutput::text("first");
+        for block in [
+            ContentBlock::Json(json!({ "a": [1, "two"] })),
+            ContentBlock::Text(String::new()),
+            ContentBlock::Text("last\n".into()),
+        ] {
+            assert_eq!(
+                output_digest(&output),
+                sha256(output.text_content().as_bytes())
+            );
+            output.content.push(block);
+        }
+        assert_eq!(
+            output_digest(&output),
+            sha256(output.text_content().as_bytes())
+        );
+        assert_eq!(
+            output_digest(&ToolOutput::default()),
+            sha256(b""),
+            "no blocks"
+        );
     }
 }

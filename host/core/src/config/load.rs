@@ -24,6 +24,9 @@ impl Config {
         let zero = [
             ("contexts.ttl_secs", config.contexts.ttl_secs),
             ("limits.timeout_ms", config.limits.timeout_ms),
+            ("audit.checkpoint_every", config.audit.checkpoint_every),
+            ("audit.checkpoint_seconds", config.audit.checkpoint_seconds),
+            ("audit.max_file_mib", config.audit.max_file_mib),
         ];
         if let Some((key, _)) = zero.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError {

@@ -955,6 +955,15 @@ mod tests {
     }
 
     #[test]
+    fn an_audit_count_of_zero_is_refused_by_name() {
+        for key in ["checkpoint_every", "checkpoint_seconds", "max_file_mib"] {
+            let error = Config::from_toml(&format!("[audit]\n{key} = 0\n"), None).unwrap_err();
+            assert_eq!(error.message, format!("audit.{key} must be at least 1"));
+        }
+        assert!(Config::from_toml("[audit]\ncheckpoint_every = 1\n", None).is_ok());
+    }
+
+    #[test]
     fn the_sdks_airlock_build_compiles_are_airlocks_own_state() {
         let sdks = default_sdk_dir().expect("tests run with HOME set");
         let paths = Config::default().host_paths();
