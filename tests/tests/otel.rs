@@ -102,7 +102,9 @@ fn audit_records_are_exported_as_otlp_logs() {
         let mut config = workspace_config(ws.path());
         config.audit = airlock_host::config::AuditConfig {
             enabled: true,
-            path: Some(trail.path().join("audit.jsonl").display().to_string()),
+            path: Some(airlock_host::config::AuditSink::File(
+                trail.path().join("audit.jsonl"),
+            )),
             otlp: Some(url),
             ..Default::default()
         };

@@ -6,7 +6,7 @@
 //! a log line, progress, the context, its output and its error. Each sees
 //! only `[secret NAME]`; the echo server saw the real value.
 
-use airlock_host::config::{AuditConfig, SecretConfig, ToolConfig};
+use airlock_host::config::{AuditConfig, AuditSink, SecretConfig, ToolConfig};
 use airlock_host::tool::ProgressSink;
 use airlock_host::{CallControl, Config, ToolUse};
 use airlock_tests::{LogCapture, config, err, guests, ok_text, with_component};
@@ -208,7 +208,7 @@ async fn a_header_secret_reaches_the_host_and_nothing_the_guest_can_hand_on() {
     let trail = secret_dir.path().join("audit.jsonl");
     config.audit = AuditConfig {
         enabled: true,
-        path: Some(trail.display().to_string()),
+        path: Some(AuditSink::File(trail.clone())),
         inputs: true,
         ..AuditConfig::default()
     };

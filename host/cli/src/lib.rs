@@ -320,7 +320,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
     #[cfg(feature = "mcp")]
     if matches!(cli.command, Command::Mcp { http: None, .. })
         && config.audit.enabled
-        && config.audit.path.as_deref() == Some("-")
+        && config.audit.path == Some(airlock_host::config::AuditSink::Stdout)
     {
         eprintln!(
             "airlock: [audit] path = \"-\" writes the trail to standard output, which `airlock \

@@ -19,7 +19,7 @@
 //!
 //! Run with `cargo bench -p airlock-host --bench overhead`.
 
-use airlock_host::config::AuditConfig;
+use airlock_host::config::{AuditConfig, AuditSink};
 use airlock_host::{Airlock, Config, ToolContext, ToolUse};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -47,7 +47,7 @@ fn per_call(c: &mut Criterion) {
     let (audited, mut audited_cx) = host(Config {
         audit: AuditConfig {
             enabled: true,
-            path: Some(trail.path().join("audit.jsonl").display().to_string()),
+            path: Some(AuditSink::File(trail.path().join("audit.jsonl"))),
             key: Some(
                 concat!(
                     env!("CARGO_MANIFEST_DIR"),

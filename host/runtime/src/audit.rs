@@ -7,7 +7,7 @@
 use crate::call::{Caller, ToolResult};
 use airlock_audit::chain::{sha256, sha256_of};
 use airlock_audit::{AuditLog, OnFailure, Options, SigningKey, Sink};
-use airlock_core::config::{AuditFailure, Config};
+use airlock_core::config::{AuditFailure, AuditSink, Config};
 use airlock_core::grants::CallGrants;
 use airlock_core::secrets::Secrets;
 use airlock_core::tool::{ContentBlock, Tool, ToolOutput};
@@ -25,9 +25,9 @@ pub fn open(config: &Config) -> anyhow::Result<Option<Arc<AuditLog>>> {
     if !audit.enabled {
         return Ok(None);
     }
-    let sink = match audit.path.as_deref() {
-        Some("-") => Sink::Stdout,
-        Some(p) if p.starts_with("unix:") => Sink::Unix(p["unix:".len()..].into()),
+    let sink = match &audit.path {
+        Some(AuditSink::Stdout) => Sink::Stdout,
+        Some(AuditSink::Unix(socket)) => Sink::Unix(socket.clone()),
         _ => Sink::File(audit.sink_path().ok_or_else(|| {
             anyhow::anyhow!(
                 "[audit] has no path and there is no state directory (set HOME or \

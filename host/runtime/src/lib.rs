@@ -53,9 +53,9 @@ pub use airlock_native as native;
 /// (`airlock.toml`, with Claude Code's hooks and settings).
 pub mod config {
     pub use airlock_core::config::{
-        AuditConfig, AuditFailure, AuthConfig, ConfigError, ContextStoreUrl, ContextsConfig,
-        HostPath, McpServerConfig, MountConfig, ScopeTools, SecretConfig, ServerWorkspace,
-        ToolConfig, ToolSearchMode, TrustRule, approvals_file, default_cache_dir,
+        AuditConfig, AuditFailure, AuditSink, AuthConfig, ConfigError, ContextStoreUrl,
+        ContextsConfig, HostPath, McpServerConfig, MountConfig, ScopeTools, SecretConfig,
+        ServerWorkspace, ToolConfig, ToolSearchMode, TrustRule, approvals_file, default_cache_dir,
         default_contexts_dir, default_sdk_dir, default_skills_dir, default_tool_dir, hooks,
         nearest_name, settings,
     };

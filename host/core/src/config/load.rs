@@ -2,7 +2,7 @@
 //! the file, the settings files it lists merged in.
 
 use super::hooks::HookSpec;
-use super::{Config, ConfigError, settings, user_dir};
+use super::{AuditSink, Config, ConfigError, settings, user_dir};
 use crate::host_files::{self, Links};
 use std::path::{Path, PathBuf};
 
@@ -92,14 +92,8 @@ impl Config {
             fix(key);
         }
         config.audit.trusted.iter_mut().for_each(fix);
-        if let Some(path) = config.audit.path.as_mut().filter(|p| *p != "-") {
-            let (scheme, rest) = match path.strip_prefix("unix:") {
-                Some(rest) => ("unix:", rest),
-                None => ("", path.as_str()),
-            };
-            let mut file = PathBuf::from(rest);
-            fix(&mut file);
-            *path = format!("{scheme}{}", file.display());
+        if let Some(AuditSink::File(path) | AuditSink::Unix(path)) = &mut config.audit.path {
+            fix(path);
         }
         for rule in &mut config.trust {
             rule.keys.iter_mut().for_each(fix);

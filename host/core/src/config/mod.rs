@@ -174,7 +174,7 @@ pub struct AuditConfig {
     pub enabled: bool,
     /// Where: a file (default `$XDG_STATE_HOME/airlock/audit.jsonl`), `-`
     /// for standard output, or `unix:PATH` for a collector's socket.
-    pub path: Option<String>,
+    pub path: Option<AuditSink>,
     /// The private key (`airlock keygen`) checkpoints are signed with;
     /// none: unsigned checkpoints, which `verify` reports.
     pub key: Option<PathBuf>,
@@ -200,6 +200,35 @@ pub struct AuditConfig {
     /// record is also exported to, as a log record (needs the `otel`
     /// feature).
     pub otlp: Option<String>,
+}
+
+/// `[audit] path`: where the trail goes, as written there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuditSink {
+    /// `-`: standard output.
+    Stdout,
+    /// `unix:PATH`: a collector's Unix socket.
+    Unix(PathBuf),
+    /// Any other text: a file.
+    File(PathBuf),
+}
+
+impl From<&str> for AuditSink {
+    fn from(text: &str) -> AuditSink {
+        match text {
+            "-" => AuditSink::Stdout,
+            _ => match text.strip_prefix("unix:") {
+                Some(socket) => AuditSink::Unix(socket.into()),
+                None => AuditSink::File(text.into()),
+            },
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AuditSink {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AuditSink, D::Error> {
+        Ok(AuditSink::from(String::deserialize(d)?.as_str()))
+    }
 }
 
 /// `[audit] on_failure`.
@@ -235,10 +264,9 @@ impl AuditConfig {
     /// The trail's file when it goes to one: `path`, or the default under
     /// the XDG state directory.
     pub fn sink_path(&self) -> Option<PathBuf> {
-        match self.path.as_deref() {
-            Some("-") => None,
-            Some(p) if p.starts_with("unix:") => None,
-            Some(p) => Some(PathBuf::from(p)),
+        match &self.path {
+            Some(AuditSink::File(file)) => Some(file.clone()),
+            Some(AuditSink::Stdout | AuditSink::Unix(_)) => None,
             None => default_audit_file(),
         }
     }
@@ -961,6 +989,26 @@ mod tests {
             assert_eq!(error.message, format!("audit.{key} must be at least 1"));
         }
         assert!(Config::from_toml("[audit]\ncheckpoint_every = 1\n", None).is_ok());
+    }
+
+    #[test]
+    fn the_audit_path_names_a_file_a_socket_or_standard_output() {
+        let base = Path::new("/etc/airlock");
+        let sink = |path: &str| {
+            Config::from_toml(&format!("[audit]\npath = \"{path}\"\n"), Some(base))
+                .unwrap()
+                .audit
+        };
+        assert_eq!(sink("-").path, Some(AuditSink::Stdout));
+        assert_eq!(sink("-").sink_path(), None);
+        let socket = sink("unix:run/audit.sock");
+        assert_eq!(
+            socket.path,
+            Some(AuditSink::Unix(base.join("run/audit.sock")))
+        );
+        assert_eq!(socket.sink_path(), None);
+        let file = sink("logs/audit.jsonl");
+        assert_eq!(file.sink_path(), Some(base.join("logs/audit.jsonl")));
     }
 
     #[test]
