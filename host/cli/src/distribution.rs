@@ -650,8 +650,9 @@ pub(crate) async fn install_file(file: &Path, config: Config) -> ExitCode {
     if let Err(e) = unpin(&lock_config, &checked.name) {
         return fail(e);
     }
-    say!(
-        "{} {}\n  {}\n  BLAKE3 {}{}",
+    let blake3 = blake3_hex(&bytes);
+    let text = format!(
+        "{} {}\n  {}\n  BLAKE3 {blake3}{}",
         if before.is_some() {
             "replaced"
         } else {
@@ -659,19 +660,20 @@ pub(crate) async fn install_file(file: &Path, config: Config) -> ExitCode {
         },
         target.display(),
         checked.summary,
-        blake3_hex(&bytes),
         checked.warning()
     );
     let fields = audit_cmd::fields([
         ("file", file.display().to_string().into()),
         ("name", checked.name.clone().into()),
         ("installed_as", target.display().to_string().into()),
-        ("blake3", blake3_hex(&bytes).into()),
+        ("blake3", blake3.into()),
     ]);
-    if let Err(e) = audit_cmd::event(&lock_config, "install", fields) {
-        return fail(format!("it is not in the audit trail: {e}"));
-    }
-    ExitCode::SUCCESS
+    report(audit_cmd::recorded(
+        &lock_config,
+        "install",
+        fields,
+        Ok(text),
+    ))
 }
 
 /// After `airlock install FILE` replaced the tool `name`: it no longer

@@ -42,6 +42,7 @@ fn command(home: &Path, args: &[&str]) -> Command {
         .env("HOME", home)
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_STATE_HOME")
         .env_remove("AIRLOCK_CONFIG")
         .env_remove("AIRLOCK_LOG");
     command

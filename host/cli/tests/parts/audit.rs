@@ -9,7 +9,6 @@ use std::path::Path;
 
 fn run(home: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     let out = crate::command(home, args)
-        .env_remove("XDG_STATE_HOME")
         .env(
             "XDG_CACHE_HOME",
             std::env::temp_dir().join("airlock-test-mcp-cache"),
