@@ -111,17 +111,19 @@ impl Server {
         self.reply(id)
     }
 
+    /// The next message the server writes, read into `line`.
+    fn message(&mut self, line: &mut String) -> Value {
+        line.clear();
+        let read = self.stdout.read_line(line).expect("the server writes");
+        assert!(read > 0, "the server closed stdout");
+        serde_json::from_str(line).expect("one JSON message a line")
+    }
+
     /// Reads until the reply to `id`; returns its `result`.
     fn reply(&mut self, id: u64) -> Value {
         let mut reply = String::new();
         loop {
-            reply.clear();
-            let n = self
-                .stdout
-                .read_line(&mut reply)
-                .expect("the server writes");
-            assert!(n > 0, "the server closed stdout");
-            let message: Value = serde_json::from_str(&reply).expect("one JSON message a line");
+            let message = self.message(&mut reply);
             if message["id"] == id {
                 return message
                     .get("result")
@@ -184,10 +186,7 @@ impl Server {
         let mut seen = vec![false; n];
         let mut line = String::new();
         for _ in 0..n {
-            line.clear();
-            let read = self.stdout.read_line(&mut line).expect("the server writes");
-            assert!(read > 0, "the server closed stdout");
-            let message: Value = serde_json::from_str(&line).expect("one JSON message a line");
+            let message = self.message(&mut line);
             let id = message["id"].as_u64().expect("a reply");
             assert!(ok(&message["result"]), "{line}");
             seen[usize::try_from(id - first).expect("an id of this batch")] = true;
@@ -196,8 +195,15 @@ impl Server {
     }
 
     /// `total` calls with `params`, `in_flight` kept in flight all along
-    /// (one sent as each reply comes): each call's latency, sorted.
-    fn latencies(&mut self, params: &Value, total: usize, in_flight: usize) -> Vec<Duration> {
+    /// (one sent as each reply comes), each result checked by `ok`: each
+    /// call's latency, sorted.
+    fn latencies(
+        &mut self,
+        params: &Value,
+        ok: fn(&Value) -> bool,
+        total: usize,
+        in_flight: usize,
+    ) -> Vec<Duration> {
         let mut sent = std::collections::HashMap::with_capacity(in_flight);
         let mut done = Vec::with_capacity(total);
         let mut line = String::new();
@@ -206,12 +212,9 @@ impl Server {
         }
         self.stdin.flush().expect("the server reads");
         while done.len() < total {
-            line.clear();
-            let read = self.stdout.read_line(&mut line).expect("the server writes");
-            assert!(read > 0, "the server closed stdout");
-            let message: Value = serde_json::from_str(&line).expect("one JSON message a line");
+            let message = self.message(&mut line);
             let id = message["id"].as_u64().expect("a reply");
-            assert!(sleep_ok(&message["result"]), "{line}");
+            assert!(ok(&message["result"]), "{line}");
             done.push(sent.remove(&id).expect("a call in flight").elapsed());
             if done.len() + sent.len() < total {
                 sent.insert(self.send("tools/call", params), Instant::now());
@@ -329,7 +332,7 @@ fn mcp(c: &mut Criterion) {
     // audited, in one run (criterion reports means; a trail must not
     // show in the tail either).
     for (name, server) in [("plain", &mut server), ("audited", &mut audited)] {
-        let latencies = server.latencies(&sleep_0(), 20_000, IN_FLIGHT);
+        let latencies = server.latencies(&sleep_0(), sleep_ok, 20_000, IN_FLIGHT);
         let at =
             |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
         println!(
