@@ -7,8 +7,9 @@
 //!
 //! [`AuditLog::record`] only queues a record: a thread of its own numbers,
 //! chains and writes them, so a call waits on a mutex, never on the disk.
-//! The writer gathers what comes within 10 ms (or a batch of 512) into
-//! one write and one `fdatasync`.
+//! The writer gathers what comes within 100 ms (or a batch of 512) into
+//! one write and one `fdatasync`: a sync each 10 ms cost a call over MCP
+//! ~6 µs of CPU on a virtual disk (BENCHMARKS.md, issue 53).
 //! The queue is bounded. When the sink cannot be written (a full disk, a
 //! collector's socket gone), [`OnFailure`] decides: `Fail` keeps every
 //! record queued and refuses new calls ([`AuditLog::ready`]) until it can
@@ -49,6 +50,11 @@ pub enum Sink {
     /// A Unix socket a collector listens on (stream, one line a record).
     Unix(PathBuf),
 }
+
+/// A record [`AuditLog::try_record_json`] could not queue without
+/// waiting: its fields, handed back.
+#[derive(Debug)]
+pub struct Full(pub String);
 
 /// What happens when the sink cannot be written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,8 +129,8 @@ const RETRY: Duration = Duration::from_millis(200);
 const BATCH: usize = 512;
 /// How long a record may wait to be written with others (one write and
 /// one `fdatasync` for all of them); a queue of [`BATCH`] is written at
-/// once.
-const FLUSH: Duration = Duration::from_millis(10);
+/// once. Also the most a crash of the process loses.
+const FLUSH: Duration = Duration::from_millis(100);
 
 /// An audit trail being written.
 pub struct AuditLog {
@@ -242,41 +248,60 @@ impl AuditLog {
     /// [`AuditLog::record`] with the fields already serialized: `fields`
     /// is the text of a JSON object.
     pub fn record_json(&self, kind: &'static str, fields: String) -> Result<(), String> {
-        let record = Queued {
-            time: SystemTime::now(),
-            kind,
-            len: fields.len(),
+        let Err(Full(fields)) = self.try_record_json(kind, fields) else {
+            return Ok(());
         };
         let shared = &self.shared;
         let mut queue = shared.lock();
-        if queue.pending.len() >= shared.options.queue {
-            if shared.options.on_failure == OnFailure::Drop {
-                queue.dropped += 1;
-                return Ok(());
+        let deadline = Instant::now() + ROOM_WAIT;
+        while queue.pending.len() >= shared.options.queue {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "the audit trail is {} records behind{}: the record is refused",
+                    queue.pending.len(),
+                    queue
+                        .down
+                        .as_ref()
+                        .map(|why| format!(" ({why})"))
+                        .unwrap_or_default()
+                ));
             }
-            let deadline = Instant::now() + ROOM_WAIT;
-            while queue.pending.len() >= shared.options.queue {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(format!(
-                        "the audit trail is {} records behind{}: the record is refused",
-                        queue.pending.len(),
-                        queue
-                            .down
-                            .as_ref()
-                            .map(|why| format!(" ({why})"))
-                            .unwrap_or_default()
-                    ));
-                }
-                queue = shared
-                    .room
-                    .wait_timeout(queue, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-            }
+            queue = shared
+                .room
+                .wait_timeout(queue, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
-        queue.pending.push_back(record);
-        queue.text.push_str(&fields);
+        self.enqueue(queue, kind, &fields);
+        Ok(())
+    }
+
+    /// [`AuditLog::record_json`] that never waits: when the queue is full
+    /// and the trail fails closed, the fields come back in [`Full`], for
+    /// `record_json` to wait for room on a thread that may block (an
+    /// async caller's `spawn_blocking`).
+    pub fn try_record_json(&self, kind: &'static str, fields: String) -> Result<(), Full> {
+        let shared = &self.shared;
+        let mut queue = shared.lock();
+        if queue.pending.len() >= shared.options.queue {
+            if shared.options.on_failure == OnFailure::Fail {
+                return Err(Full(fields));
+            }
+            queue.dropped += 1;
+            return Ok(());
+        }
+        self.enqueue(queue, kind, &fields);
+        Ok(())
+    }
+
+    fn enqueue(&self, mut queue: MutexGuard<'_, Queue>, kind: &'static str, fields: &str) {
+        queue.pending.push_back(Queued {
+            time: SystemTime::now(),
+            kind,
+            len: fields.len(),
+        });
+        queue.text.push_str(fields);
         // The writer is woken to set its timer for the first record, and
         // at once for a full batch; in between it is left alone.
         let wake = match queue.pending.len() {
@@ -288,9 +313,8 @@ impl AuditLog {
         };
         drop(queue);
         if wake {
-            shared.wake.notify_one();
+            self.shared.wake.notify_one();
         }
-        Ok(())
     }
 
     /// Writes what is queued and a last checkpoint, and stops the writer.

@@ -178,8 +178,10 @@ fn two_writers_on_one_file_keep_one_chain_and_rotation_keeps_it_across_files() {
     for i in 0..60 {
         let log = if i % 3 == 0 { &a } else { &b };
         log.record("call", fields(json!({"n": i}))).unwrap();
-        if i % 7 == 0 {
-            std::thread::sleep(Duration::from_millis(2));
+        // Each writer writes what it gathered within 100 ms: pauses
+        // longer than that make several batches of each, interleaved.
+        if i % 15 == 14 {
+            std::thread::sleep(Duration::from_millis(150));
         }
     }
     a.close();
@@ -199,14 +201,13 @@ fn two_writers_on_one_file_keep_one_chain_and_rotation_keeps_it_across_files() {
     let report = verify(&without, &[public("operator")]).unwrap();
     assert_eq!(report.problem, None, "a trail may start at a later file");
     assert!(report.first_seq > Some(1));
+    assert!(files.len() > 2, "three files at least: {files:?}");
     let gap: Vec<PathBuf> = [files[0].clone(), files[files.len() - 1].clone()].to_vec();
-    if files.len() > 2 {
-        let p = verify(&gap, &[public("operator")])
-            .unwrap()
-            .problem
-            .unwrap();
-        assert!(p.what.contains("missing"), "{p}");
-    }
+    let p = verify(&gap, &[public("operator")])
+        .unwrap()
+        .problem
+        .unwrap();
+    assert!(p.what.contains("missing"), "{p}");
 }
 
 /// A collector on a Unix socket that goes away: failing closed, calls are
@@ -247,9 +248,18 @@ fn a_sink_that_goes_down_fails_calls_or_drops_records_as_configured() {
                 assert!(refused, "calls go on with the trail down");
                 let why = log.ready().unwrap_err();
                 assert!(why.contains("on_failure is \"fail\""), "{why}");
+                // The queue is full: a record is handed back at once, for
+                // a caller that must not block to wait elsewhere. (Tried
+                // thrice: the writer holds the queue out while it retries.)
+                let started = std::time::Instant::now();
+                let back =
+                    (0..3).find_map(|_| log.try_record_json("call", "{\"late\":0}".into()).err());
+                assert_eq!(back.expect("handed back").0, "{\"late\":0}");
+                assert!(started.elapsed() < Duration::from_millis(500));
             }
             OnFailure::Drop => {
                 assert!(!refused, "dropping never refuses");
+                assert!(log.try_record_json("call", "{}".into()).is_ok());
                 for i in 0..20 {
                     log.record("call", fields(json!({"late": i}))).unwrap();
                 }

@@ -325,7 +325,17 @@ pub async fn execute(
             grants: &grants,
             result: &result,
         };
-        if let Err(why) = audited.log.record_json("call", record.fields()) {
+        // A full queue is waited on off the async workers.
+        let recorded = match audited.log.try_record_json("call", record.fields()) {
+            Ok(()) => Ok(()),
+            Err(airlock_audit::Full(fields)) => {
+                let log = Arc::clone(&audited.log);
+                tokio::task::spawn_blocking(move || log.record_json("call", fields))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the audit record was lost: {e}")))
+            }
+        };
+        if let Err(why) = recorded {
             // Failing closed: what was not recorded is not handed back.
             result.outcome = Err(CallError::new(
                 ErrorClass::Internal,
