@@ -47,6 +47,15 @@ impl ProgramGrants {
 /// directory in `writable` (one a tool may write: it could be replaced).
 /// Programs granted to any tool but `bash`, or under `"*"`, are refused.
 pub(crate) fn granted(config: &Config, writable: &[&Path]) -> Result<ProgramGrants, LoadError> {
+    granted_on(config, writable, std::env::var_os("PATH").as_deref())
+}
+
+/// [`granted`] with names looked up on `path`.
+fn granted_on(
+    config: &Config,
+    writable: &[&Path],
+    path: Option<&std::ffi::OsStr>,
+) -> Result<ProgramGrants, LoadError> {
     if let Some((tool, _)) =
         (config.tools.iter()).find(|(t, c)| *t != SHELL && !c.programs.is_empty())
     {
@@ -55,7 +64,6 @@ pub(crate) fn granted(config: &Config, writable: &[&Path]) -> Result<ProgramGran
              ([tools.{SHELL}] programs = [...])"
         )));
     }
-    let path = std::env::var_os("PATH");
     let mut granted: Vec<GrantedProgram> = Vec::new();
     for asked in ToolConfig::of(&config.tools, SHELL).programs {
         let refuse =
@@ -66,8 +74,24 @@ pub(crate) fn granted(config: &Config, writable: &[&Path]) -> Result<ProgramGran
                 .then(|| PathBuf::from(&asked))
                 .ok_or_else(|| refuse("is neither a name nor an absolute path".into()))?
         } else {
-            find(&asked, path.as_deref()).ok_or_else(|| refuse("is not on PATH".into()))?
+            find(&asked, path).ok_or_else(|| refuse("is not on PATH".into()))?
         };
+        if in_shims(&found) {
+            let name = found.file_name().unwrap_or_default();
+            let other = (path.into_iter().flat_map(std::env::split_paths))
+                .filter(|dir| !in_shims(&dir.join(name)))
+                .map(|dir| dir.join(name))
+                .find(|candidate| is_executable(candidate))
+                .map(|p| format!(", or the one on PATH after the shims: {}", p.display()))
+                .unwrap_or_default();
+            return Err(refuse(format!(
+                "({}) is a version manager's shim (pyenv, rbenv, asdf), which starts the \
+                 real program from a directory a confined program cannot read; grant the real \
+                 program by its absolute path (for pyenv: `pyenv which {}`){other}",
+                found.display(),
+                name.to_string_lossy()
+            )));
+        }
         let file = found
             .canonicalize()
             .map_err(|e| refuse(format!("cannot be found: {e}")))?;
@@ -105,6 +129,15 @@ pub fn find(name: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
         .flat_map(std::env::split_paths)
         .map(|dir| dir.join(name))
         .find(|candidate| is_executable(candidate))
+}
+
+/// Whether `path` lies in a `shims` directory, where version managers
+/// (pyenv, rbenv, nodenv, asdf, mise) put scripts or links that choose
+/// and start the real program from their own directories.
+fn in_shims(path: &Path) -> bool {
+    path.parent()
+        .and_then(Path::file_name)
+        .is_some_and(|dir| dir == "shims")
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -171,5 +204,42 @@ mod tests {
             assert!(inside.contains("could be replaced"), "{inside}");
             assert!(granted(&asking(SHELL, &[tool.to_str().unwrap()]), &[]).is_ok());
         }
+    }
+
+    /// pyenv's `python3` on PATH ran nowhere confined ("pyenv: No such
+    /// file or directory" from inside): such shims are refused at load,
+    /// naming what to grant instead.
+    #[cfg(unix)]
+    #[test]
+    fn a_version_managers_shim_is_refused_with_the_real_program_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (shims, bin) = (dir.path().join("shims"), dir.path().join("bin"));
+        for d in [&shims, &bin] {
+            std::fs::create_dir(d).unwrap();
+            let tool = d.join("tool");
+            std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = std::env::join_paths([&shims, &bin]).unwrap();
+        let config = asking(SHELL, &["tool"]);
+        let why = granted_on(&config, &[], Some(&path))
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("version manager's shim"), "{why}");
+        assert!(why.contains("pyenv which tool"), "{why}");
+        assert!(
+            why.contains(&bin.join("tool").display().to_string()),
+            "{why}"
+        );
+        let by_path = asking(SHELL, &[shims.join("tool").to_str().unwrap()]);
+        let why = granted_on(&by_path, &[], Some(&path))
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("version manager's shim"), "{why}");
+        let real = asking(SHELL, &[bin.join("tool").to_str().unwrap()]);
+        assert!(granted_on(&real, &[], Some(&path)).is_ok());
+        let later = std::env::join_paths([&bin, &shims]).unwrap();
+        assert!(granted_on(&config, &[], Some(&later)).is_ok());
     }
 }
