@@ -266,6 +266,16 @@ def main():
             value = json.loads(line[len("RESULT "):])
             live[value["figure"]] = value
 
+    # How far `Airlock::call` is from wasmtime alone (issue 54's floor).
+    floor = {}
+    out = run(["cargo", "bench", "-p", "airlock-engine", "--bench", "floor", "--", "--noplot"],
+              capture=True)
+    COMMANDS.append("cargo bench -p airlock-engine --bench floor -- --noplot")
+    for line in out.splitlines():
+        if line.startswith("RESULT floor "):
+            value = json.loads(line[len("RESULT floor "):])
+            floor[value["row"]] = value
+
     # What airlock.lock adds to a load (the bundled tools as installed files).
     out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "lockfile", "--", "--noplot"],
               capture=True)
@@ -433,6 +443,14 @@ def main():
         ("1b", "… against spawning a process", "≥ 20× faster",
          us(per_call), f"spawn `/bin/true`: {us(spawn)}", f"{spawn / per_call:.0f}×",
          spawn / per_call >= 20, "per_call"),
+        ("1c", "… against wasmtime alone: the component pre-instantiated on Airlock's engine, "
+         "a fresh store with minimal WASI, called (rounds interleaved)", "≤ 1.25× wasmtime",
+         f"{floor['airlock_call']['median_us']:.1f} µs",
+         f"wasmtime: {floor['wasmtime']['median_us']:.1f} µs; `WasmTool::call`: "
+         f"{floor['wasm_tool']['median_us']:.1f} µs; wasmtime's default configuration: "
+         f"{floor['wasmtime_defaults']['median_us']:.1f} µs",
+         f"{floor['airlock_call']['ratio_to_wasmtime']:.2f}× wasmtime",
+         floor["airlock_call"]["ratio_to_wasmtime"] <= 1.25, None),
         ("2", f"Cold start to first result, host + {components} components, cache warm", "≤ 50 ms",
          ms(warm), f"cache cold: {ms(cold)}", f"{cold / warm:.0f}× faster", warm <= 0.050,
          "cold_start"),

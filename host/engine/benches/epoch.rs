@@ -20,6 +20,7 @@
 //!
 //! Run with `cargo bench -p airlock-engine --bench epoch`.
 
+mod stub;
 #[path = "../../runtime/benches/support/mod.rs"]
 mod support;
 
@@ -27,20 +28,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use stub::{State, airlock, pre};
+use wasmtime::component::{Component, ResourceTable};
 use wasmtime::{Config, Engine, Instance, Module, Store, UpdateDeadline};
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-
-/// The `airlock:tool` world's bindings (private, so not documented).
-mod wit {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "tool-component",
-        imports: { default: trappable },
-        exports: { default: async },
-    });
-}
-use wit::*;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 const GUEST: &str = r#"
 (module
@@ -87,44 +78,6 @@ const GUEST: &str = r#"
 "#;
 
 const ROUNDS: i32 = 4_000;
-
-/// What a store holds: WASI, and nothing behind the host imports.
-struct State {
-    wasi: WasiCtx,
-    table: ResourceTable,
-}
-
-impl WasiView for State {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl airlock::tool::types::Host for State {}
-
-impl airlock::tool::host::Host for State {
-    fn progress(&mut self, _: String, _: Option<f32>) -> wasmtime::Result<()> {
-        Ok(())
-    }
-    fn log(&mut self, _: airlock::tool::host::LogLevel, _: String) -> wasmtime::Result<()> {
-        Ok(())
-    }
-    fn cancelled(&mut self) -> wasmtime::Result<bool> {
-        Ok(false)
-    }
-    fn file_read_state(
-        &mut self,
-        _: String,
-    ) -> wasmtime::Result<Option<airlock::tool::types::FileStamp>> {
-        Ok(None)
-    }
-    fn file_unchanged_since_read(&mut self, _: String) -> wasmtime::Result<Option<bool>> {
-        Ok(None)
-    }
-}
 
 fn engine(interruption: bool) -> Engine {
     let mut config = Config::new();
@@ -220,11 +173,7 @@ fn grep(c: &mut Criterion) {
         let engine = engine(interruption);
         let _ticker = interruption.then(|| Ticker::start(&engine));
         let component = Component::new(&engine, bytes).expect("grep compiles");
-        let mut linker = Linker::<State>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("WASI links");
-        ToolComponent::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).expect("host links");
-        let pre = ToolComponentPre::new(linker.instantiate_pre(&component).expect("grep links"))
-            .expect("grep is a tool");
+        let pre = pre(&engine, &component);
         let search = || async {
             let wasi = WasiCtxBuilder::new()
                 .preopened_dir(&root, &root, FsPerms::ReadOnly)
