@@ -405,7 +405,25 @@ impl StdioServer {
     fn initialized(home: &Path, args: &[&std::ffi::OsStr]) -> StdioServer {
         use std::io::{BufRead, Write};
         use std::process::Stdio;
-        let mut child = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home)
+        let mut command = isolated(Command::new(env!("CARGO_BIN_EXE_airlock")), home);
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            // SIGINT and SIGHUP as a terminal leaves them: a test run in
+            // the background (`cmd &` in a script, `nohup`) starts with
+            // them ignored, and airlock keeps a signal ignored that was
+            // ignored when it started.
+            // SAFETY: signal() is async-signal-safe and touches no memory
+            // of the parent's.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                    libc::signal(libc::SIGHUP, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command
             .args(args)
             .arg("mcp")
             .stdin(Stdio::piped())
