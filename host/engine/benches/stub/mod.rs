@@ -5,7 +5,7 @@
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-/// The `airlock:tool` world's bindings (private, so not documented).
+/// The `airlock:tool` world's bindings (the benches' own, not documented).
 pub mod wit {
     wasmtime::component::bindgen!({
         path: "../../wit",
