@@ -243,6 +243,17 @@ def machine():
     )
 
 
+def bench_results(package, bench, args, prefix, key):
+    """Runs one bench and returns its JSON lines that start with `prefix`,
+    by the value of each one's `key`."""
+    cmd = ["cargo", "bench", "-p", package, "--bench", bench, *args]
+    out = run(cmd, capture=True)
+    COMMANDS.append(" ".join(cmd))
+    return {value[key]: value for value in
+            (json.loads(line[len(prefix):]) for line in out.splitlines()
+             if line.startswith(prefix))}
+
+
 def main():
     corpus, rg = ensure_tools()
 
@@ -258,23 +269,10 @@ def main():
     peer_env = "".join(f"{v}={os.environ[v]} " for peer in PEERS for v in peer["env"]
                        if os.environ.get(v))
     COMMANDS.append(f"{peer_env}AIRLOCK_BENCH_RG={rg} " + " ".join(cmd) + " -- --noplot")
-    live = {}
-    out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "live"], capture=True)
-    COMMANDS.append("cargo bench -p airlock-host --bench live")
-    for line in out.splitlines():
-        if line.startswith("RESULT "):
-            value = json.loads(line[len("RESULT "):])
-            live[value["figure"]] = value
+    live = bench_results("airlock-host", "live", [], "RESULT ", "figure")
 
     # How far `Airlock::call` is from wasmtime alone (issue 54's floor).
-    floor = {}
-    out = run(["cargo", "bench", "-p", "airlock-engine", "--bench", "floor", "--", "--noplot"],
-              capture=True)
-    COMMANDS.append("cargo bench -p airlock-engine --bench floor -- --noplot")
-    for line in out.splitlines():
-        if line.startswith("RESULT floor "):
-            value = json.loads(line[len("RESULT floor "):])
-            floor[value["row"]] = value
+    floor = bench_results("airlock-engine", "floor", ["--", "--noplot"], "RESULT floor ", "row")
 
     # What airlock.lock adds to a load (the bundled tools as installed files).
     out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "lockfile", "--", "--noplot"],
@@ -285,14 +283,7 @@ def main():
 
     # Tools in each language (stock components, built on first use by
     # componentize-py and jco) against the bundled Rust `sleep`.
-    langs = {}
-    out = run(["cargo", "bench", "-p", "airlock-host", "--bench", "languages", "--", "--noplot"],
-              capture=True)
-    COMMANDS.append("cargo bench -p airlock-host --bench languages -- --noplot")
-    for line in out.splitlines():
-        if line.startswith("RESULT "):
-            value = json.loads(line[len("RESULT "):])
-            langs[value["figure"]] = value
+    langs = bench_results("airlock-host", "languages", ["--", "--noplot"], "RESULT ", "figure")
 
     run(["cargo", "build", "--release", "-p", "airlock-cli"])
     run(["cargo", "build", "-p", "airlock-tests"])  # builds the test guests

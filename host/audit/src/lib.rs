@@ -8,8 +8,9 @@
 //! [`AuditLog::record`] only queues a record: a thread of its own numbers,
 //! chains and writes them, so a call waits on a mutex, never on the disk.
 //! The writer gathers what comes within 100 ms (or a batch of 512) into
-//! one write and one `fdatasync`: a sync each 10 ms cost a call over MCP
-//! ~6 µs of CPU on a virtual disk (BENCHMARKS.md, issue 53).
+//! one write and one `fdatasync`: syncing every 10 ms, the writer took
+//! 6 % of a busy MCP server's CPU, most of it in `fdatasync` on a virtual
+//! disk (BENCHMARKS.md, issue 53).
 //! The queue is bounded. When the sink cannot be written (a full disk, a
 //! collector's socket gone), [`OnFailure`] decides: `Fail` keeps every
 //! record queued and refuses new calls ([`AuditLog::ready`]) until it can
@@ -129,7 +130,8 @@ const RETRY: Duration = Duration::from_millis(200);
 const BATCH: usize = 512;
 /// How long a record may wait to be written with others (one write and
 /// one `fdatasync` for all of them); a queue of [`BATCH`] is written at
-/// once. Also the most a crash of the process loses.
+/// once. A crash loses what is queued: the last 100 ms or so, and more
+/// while the sink is slow or down.
 const FLUSH: Duration = Duration::from_millis(100);
 
 /// An audit trail being written.

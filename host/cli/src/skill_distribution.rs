@@ -432,10 +432,18 @@ pub(crate) async fn install(
     }
     // The tools it carries first (as `install` writes a tool before its
     // pin), then the lock, so that a load that sees the new folder finds
-    // it pinned, then the folder; a step that fails undoes those before it.
+    // it pinned, then the folder; a step that fails undoes those before it:
+    // a tool file that was there (an update's) gets its old bytes back,
+    // which the old lock pins, and a new one is removed.
+    let was: Vec<Option<Vec<u8>>> = (carried.iter())
+        .map(|(_, locked, _)| std::fs::read(&locked.file).ok())
+        .collect();
     let undo_tools = |upto: usize| {
-        for (_, written, _) in &carried[..upto] {
-            let _ = std::fs::remove_file(&written.file);
+        for ((_, written, _), was) in carried[..upto].iter().zip(&was) {
+            let _ = match was {
+                Some(bytes) => write_tool(&written.file, bytes),
+                None => std::fs::remove_file(&written.file),
+            };
         }
     };
     for (at, (_, locked, bytes)) in carried.iter().enumerate() {

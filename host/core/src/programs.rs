@@ -78,10 +78,11 @@ fn granted_on(
         };
         if in_shims(&found) {
             let name = found.file_name().unwrap_or_default();
-            let other = (path.into_iter().flat_map(std::env::split_paths))
-                .filter(|dir| !in_shims(&dir.join(name)))
-                .map(|dir| dir.join(name))
-                .find(|candidate| is_executable(candidate))
+            let without_shims = std::env::join_paths(
+                (path.into_iter().flat_map(std::env::split_paths)).filter(|dir| !is_shims(dir)),
+            )
+            .ok();
+            let other = find(&name.to_string_lossy(), without_shims.as_deref())
                 .map(|p| format!(", or the one on PATH after the shims: {}", p.display()))
                 .unwrap_or_default();
             return Err(refuse(format!(
@@ -135,9 +136,11 @@ pub fn find(name: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
 /// (pyenv, rbenv, nodenv, asdf, mise) put scripts or links that choose
 /// and start the real program from their own directories.
 fn in_shims(path: &Path) -> bool {
-    path.parent()
-        .and_then(Path::file_name)
-        .is_some_and(|dir| dir == "shims")
+    path.parent().is_some_and(is_shims)
+}
+
+fn is_shims(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|name| name == "shims")
 }
 
 fn is_executable(path: &Path) -> bool {

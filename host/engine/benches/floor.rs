@@ -105,7 +105,7 @@ async fn airlock_call(host: &airlock_host::Airlock, cx: &mut airlock_host::ToolC
     assert!(!result.is_error(), "{}", result.text());
 }
 
-/// Mean time of one of `n` calls of `call`, run one after another.
+/// The time of `n` calls of `call`, run one after another.
 fn timed<F: Future<Output = ()>>(
     runtime: &tokio::runtime::Runtime,
     n: u32,
@@ -116,7 +116,7 @@ fn timed<F: Future<Output = ()>>(
         for _ in 0..n {
             call().await;
         }
-        started.elapsed() / n
+        started.elapsed()
     })
 }
 
@@ -132,7 +132,7 @@ fn pipeline(
         for _ in 0..n {
             airlock_call(host, cx).await;
         }
-        started.elapsed() / n
+        started.elapsed()
     })
 }
 
@@ -179,16 +179,16 @@ fn floor(c: &mut Criterion) {
     let mut group = c.benchmark_group("floor");
     group.measurement_time(Duration::from_secs(10));
     group.bench_function("wasmtime_defaults", |b| {
-        b.iter_custom(|n| timed(&runtime, n as u32, || bare(&plain_pre, false)) * n as u32)
+        b.iter_custom(|n| timed(&runtime, n as u32, || bare(&plain_pre, false)))
     });
     group.bench_function("wasmtime", |b| {
-        b.iter_custom(|n| timed(&runtime, n as u32, || bare(&airlock_pre, true)) * n as u32)
+        b.iter_custom(|n| timed(&runtime, n as u32, || bare(&airlock_pre, true)))
     });
     group.bench_function("wasm_tool", |b| {
-        b.iter_custom(|n| timed(&runtime, n as u32, || wasm_tool(&tool, &read_files)) * n as u32)
+        b.iter_custom(|n| timed(&runtime, n as u32, || wasm_tool(&tool, &read_files)))
     });
     group.bench_function("airlock_call", |b| {
-        b.iter_custom(|n| pipeline(&runtime, n as u32, &host, &mut cx) * n as u32)
+        b.iter_custom(|n| pipeline(&runtime, n as u32, &host, &mut cx))
     });
     group.finish();
 
@@ -196,10 +196,10 @@ fn floor(c: &mut Criterion) {
     // from one stretch of the machine's time.
     let mut rows: [Vec<Duration>; 4] = Default::default();
     for _ in 0..ROUNDS {
-        rows[0].push(timed(&runtime, PER_ROUND, || bare(&plain_pre, false)));
-        rows[1].push(timed(&runtime, PER_ROUND, || bare(&airlock_pre, true)));
-        rows[2].push(timed(&runtime, PER_ROUND, || wasm_tool(&tool, &read_files)));
-        rows[3].push(pipeline(&runtime, PER_ROUND, &host, &mut cx));
+        rows[0].push(timed(&runtime, PER_ROUND, || bare(&plain_pre, false)) / PER_ROUND);
+        rows[1].push(timed(&runtime, PER_ROUND, || bare(&airlock_pre, true)) / PER_ROUND);
+        rows[2].push(timed(&runtime, PER_ROUND, || wasm_tool(&tool, &read_files)) / PER_ROUND);
+        rows[3].push(pipeline(&runtime, PER_ROUND, &host, &mut cx) / PER_ROUND);
     }
     let medians = rows.map(|mut row| {
         row.sort();
