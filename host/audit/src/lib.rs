@@ -35,6 +35,7 @@ pub use verify::{Problem, Report, rotated_files, verify};
 
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -157,12 +158,12 @@ struct Shared {
     room: Condvar,
 }
 
-/// A record the writer writes: its kind, when, and its other fields as
-/// the text of a JSON object.
+/// A record the writer writes: its kind, when, and where the text of its
+/// other fields (a JSON object) lies in the batch's bodies.
 struct Pending {
     time: SystemTime,
     kind: &'static str,
-    body: String,
+    body: std::ops::Range<usize>,
 }
 
 /// A record in the queue: its body is the next `len` bytes of
@@ -348,6 +349,14 @@ struct Writer {
     head: (String, u64),
     /// Records since the last checkpoint, and when the first of them came.
     since_checkpoint: (u64, Option<Instant>),
+    /// The replica's name as a JSON string.
+    replica: String,
+    /// A batch's bodies and its lines: kept from batch to batch, so that
+    /// a batch allocates nothing (a fresh buffer this size is mapped, and
+    /// faulted in page by page, every time).
+    bodies: String,
+    lines: String,
+    clock: Clock,
 }
 
 enum Out {
@@ -392,12 +401,18 @@ impl Writer {
             out,
             head: (chain::GENESIS.to_string(), 0),
             since_checkpoint: (0, None),
+            replica: Value::from(options.replica.as_str()).to_string(),
+            bodies: String::new(),
+            lines: String::new(),
+            clock: Clock::default(),
         })
     }
 
     fn run(&mut self, shared: &Shared) {
         let options = &shared.options;
         loop {
+            let mut bodies = std::mem::take(&mut self.bodies);
+            bodies.clear();
             let (batch, dropped, closing) = {
                 let mut queue = shared.lock();
                 loop {
@@ -435,30 +450,34 @@ impl Writer {
                         .0;
                 }
                 let take = queue.pending.len().min(BATCH);
-                let queued: Vec<Queued> = queue.pending.drain(..take).collect();
                 let mut at = 0;
-                let batch: Vec<Pending> = queued
-                    .into_iter()
+                let batch: Vec<Pending> = queue
+                    .pending
+                    .drain(..take)
                     .map(|q| {
-                        let body = queue.text[at..at + q.len].to_string();
                         at += q.len;
                         Pending {
                             time: q.time,
                             kind: q.kind,
-                            body,
+                            body: at - q.len..at,
                         }
                     })
                     .collect();
+                // The batch's text in one copy; what stays moves to the
+                // front only when more than a batch was queued.
+                bodies.push_str(&queue.text[..at]);
                 queue.text.drain(..at);
                 queue.oldest = (!queue.pending.is_empty()).then(Instant::now);
                 (batch, std::mem::take(&mut queue.dropped), queue.closing)
             };
             let mut records = Vec::with_capacity(batch.len() + 1);
             if dropped > 0 {
+                let start = bodies.len();
+                let _ = write!(bodies, "{{\"count\":{dropped}}}");
                 records.push(Pending {
                     time: SystemTime::now(),
                     kind: "dropped",
-                    body: format!("{{\"count\":{dropped}}}"),
+                    body: start..bodies.len(),
                 });
             }
             let real = batch.len() as u64;
@@ -466,7 +485,9 @@ impl Writer {
             let count = records.len() as u64;
             let checkpoint = self.checkpoint_due_after(options, count)
                 || (closing && self.since_checkpoint.0 + count > 0);
-            match self.write(options, &records, checkpoint) {
+            let written = self.write(options, &records, &bodies, checkpoint);
+            self.bodies = bodies;
+            match written {
                 Ok(()) => {
                     let mut queue = shared.lock();
                     queue.down = None;
@@ -486,8 +507,9 @@ impl Writer {
                                 .into_iter()
                                 .filter(|r| r.kind != "dropped")
                                 .collect();
-                            let bodies: String = kept.iter().map(|r| r.body.as_str()).collect();
-                            queue.text.insert_str(0, &bodies);
+                            let kept_text: String =
+                                kept.iter().map(|r| &self.bodies[r.body.clone()]).collect();
+                            queue.text.insert_str(0, &kept_text);
                             for record in kept.into_iter().rev() {
                                 queue.pending.push_front(Queued {
                                     time: record.time,
@@ -526,6 +548,7 @@ impl Writer {
         &mut self,
         options: &Options,
         records: &[Pending],
+        bodies: &str,
         checkpoint: bool,
     ) -> Result<(), String> {
         // Another writer may rotate the file between our open and our
@@ -538,7 +561,7 @@ impl Writer {
                 Locked::Held(guard) => Some(guard),
                 Locked::NotAFile => None,
             };
-            let result = self.write_locked(options, records, checkpoint);
+            let result = self.write_locked(options, records, bodies, checkpoint);
             drop(guard);
             return result;
         }
@@ -549,12 +572,19 @@ impl Writer {
         &mut self,
         options: &Options,
         records: &[Pending],
+        bodies: &str,
         checkpoint: bool,
     ) -> Result<(), String> {
         let saved = (self.head.clone(), self.since_checkpoint);
-        let mut text = String::with_capacity(records.len() * 512);
+        let mut text = std::mem::take(&mut self.lines);
+        text.clear();
         for record in records {
-            self.push(&mut text, options, record);
+            self.push(
+                &mut text,
+                record.time,
+                record.kind,
+                &bodies[record.body.clone()],
+            );
         }
         if checkpoint && (self.since_checkpoint.0 > 0) {
             let (head, head_seq) = self.head.clone();
@@ -566,38 +596,36 @@ impl Writer {
                 fields.insert("key".into(), key.public_key().fingerprint().into());
                 fields.insert("signature".into(), key.sign(&message).into());
             }
-            let record = Pending {
-                time: SystemTime::now(),
-                kind: "checkpoint",
-                body: Value::Object(fields).to_string(),
-            };
-            self.push(&mut text, options, &record);
+            let body = Value::Object(fields).to_string();
+            self.push(&mut text, SystemTime::now(), "checkpoint", &body);
             self.since_checkpoint = (0, None);
         }
-        if let Err(e) = self.emit(text.as_bytes(), options) {
-            (self.head, self.since_checkpoint) = saved;
-            return Err(e);
+        let emitted = self.emit(text.as_bytes(), options);
+        match &emitted {
+            Err(_) => (self.head, self.since_checkpoint) = saved,
+            Ok(()) => {
+                if let Some(mirror) = &options.mirror {
+                    text.lines().for_each(|line| (mirror.0)(line));
+                }
+            }
         }
-        if let Some(mirror) = &options.mirror {
-            text.lines().for_each(|line| (mirror.0)(line));
-        }
-        Ok(())
+        self.lines = text;
+        emitted
     }
 
-    /// Appends the line for `record`, the next in the chain, to `text`.
-    fn push(&mut self, text: &mut String, options: &Options, record: &Pending) {
-        use std::fmt::Write as _;
+    /// Appends the line for a record (`body` the text of its fields), the
+    /// next in the chain, to `text`.
+    fn push(&mut self, text: &mut String, time: SystemTime, kind: &str, body: &str) {
         let seq = self.head.1 + 1;
-        let time = chrono::DateTime::<chrono::Utc>::from(record.time)
-            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let start = text.len();
         let _ = write!(
             text,
-            "{{\"seq\":{seq},\"replica\":{},\"time\":\"{time}\",\"kind\":\"{}\",",
-            Value::from(options.replica.as_str()),
-            record.kind
+            "{{\"seq\":{seq},\"replica\":{},\"time\":\"",
+            self.replica
         );
-        let inner = record.body.trim();
+        self.clock.write(text, time);
+        let _ = write!(text, "\",\"kind\":\"{kind}\",");
+        let inner = body.trim();
         let inner = inner
             .strip_prefix('{')
             .and_then(|b| b.strip_suffix('}'))
@@ -611,7 +639,7 @@ impl Writer {
         let hash = chain::sha256(&text.as_bytes()[start..]);
         text.pop();
         let _ = writeln!(text, ",\"hash\":\"{hash}\"}}");
-        let is_checkpoint = record.kind == "checkpoint";
+        let is_checkpoint = kind == "checkpoint";
         self.head = (hash, seq);
         if !is_checkpoint {
             self.since_checkpoint.0 += 1;
@@ -728,6 +756,37 @@ impl Writer {
     }
 }
 
+/// Times as records show them: the last second a time was written in, and
+/// its text up to the fraction (`2026-12-07T15:07:20.`).
+#[derive(Default)]
+struct Clock(u64, String);
+
+impl Clock {
+    /// Appends `time` as RFC 3339 in UTC to the microsecond
+    /// (`2026-12-07T15:07:20.123456Z`); the text up to the fraction is
+    /// made once a second.
+    fn write(&mut self, text: &mut String, time: SystemTime) {
+        let Ok(since) = time.duration_since(SystemTime::UNIX_EPOCH) else {
+            text.push_str(
+                &chrono::DateTime::<chrono::Utc>::from(time)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            );
+            return;
+        };
+        let second = since.as_secs();
+        if self.0 != second || self.1.is_empty() {
+            let whole = SystemTime::UNIX_EPOCH + Duration::from_secs(second);
+            let full = chrono::DateTime::<chrono::Utc>::from(whole)
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+            // `...:20.000000Z` without `000000Z`.
+            let prefix = full.strip_suffix("000000Z").unwrap_or(&full).to_string();
+            *self = Clock(second, prefix);
+        }
+        text.push_str(&self.1);
+        let _ = write!(text, "{:06}Z", since.subsec_micros());
+    }
+}
+
 /// A file's lock, released when dropped.
 struct FileLock(std::fs::File);
 
@@ -780,5 +839,32 @@ fn last_head(file: &mut std::fs::File) -> Result<Option<(String, u64)>, String> 
     match (hash, seq) {
         (Some(hash), Some(seq)) => Ok(Some((hash.to_string(), seq))),
         _ => Err("its last record has no hash or seq".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_written_as_chrono_writes_them_across_seconds() {
+        let mut clock = Clock::default();
+        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_655_599);
+        for offset_us in [
+            0,
+            1,
+            999_999,
+            1_000_000,
+            1_000_001,
+            86_400_000_123,
+            59_999_999,
+        ] {
+            let time = base + Duration::from_micros(offset_us);
+            let mut text = String::from("x");
+            clock.write(&mut text, time);
+            let expected = chrono::DateTime::<chrono::Utc>::from(time)
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+            assert_eq!(text, format!("x{expected}"), "{offset_us} µs after");
+        }
     }
 }
