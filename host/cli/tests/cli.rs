@@ -825,6 +825,35 @@ fn bash_runs_granted_programs_confined_by_the_calls_grants() {
         "{results:?}"
     );
 
+    // Past its time a program is killed with its helper while the host
+    // goes on: it never writes `late.txt`.
+    {
+        use std::io::{BufRead, Write};
+        let mut args = granted.to_vec();
+        args.push("run");
+        let mut host = command(home.path(), &args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let late = "python3 -c 'import time; time.sleep(1.5); open(\"late.txt\", \"w\")'";
+        let line = serde_json::json!({"name": "bash", "input": {"command": late, "timeout": 500}});
+        let mut stdin = host.stdin.take().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        let mut result = String::new();
+        std::io::BufReader::new(host.stdout.take().unwrap())
+            .read_line(&mut result)
+            .unwrap();
+        assert!(result.contains("time limit of 500 ms"), "{result}");
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        assert!(
+            !ws.join("late.txt").exists(),
+            "the program outlived its time"
+        );
+        drop(stdin);
+        host.wait().unwrap();
+    }
+
     let head = git(&["rev-parse", "HEAD"]);
     let index = std::fs::read(ws.join(".git/index")).unwrap();
     std::fs::write(ws.join("a.txt"), "three\n").unwrap();

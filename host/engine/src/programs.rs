@@ -1,21 +1,24 @@
 //! `airlock:tool/programs`: the native programs the operator granted to
 //! `bash`, each run through `airlock_native` confined by the call's
 //! directories (read-only when the call is) and started, waited for and
-//! read here. The call's deadline and cancellation drop the run
-//! ([`crate::run::guard`]), and with it the helper, whose namespace takes
-//! everything the program started.
+//! read here. A program starts in a helper started ahead of it
+//! ([`Helper::start`]); after each run the next one is started off the
+//! call's path ([`Helper::refill`]). The call's deadline and cancellation
+//! drop the run ([`crate::run::guard`]), and with it the helper (killed),
+//! whose namespace takes everything the program started.
 
 use super::bindings::programs_client::airlock::tool::programs::{
     self as wit, RunOutput, RunRequest,
 };
 use super::state::HostState;
 use airlock_core::guest_path::normalize_guest;
-use airlock_native::{Confinement, Helper, Proxy};
+use airlock_native::{CallDir, Confinement, Helper, Proxy};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 /// What a run keeps of each of stdout and stderr; the rest is read and
 /// dropped (so the program is not left blocked on a full pipe).
@@ -78,36 +81,36 @@ impl HostState {
         };
         let helper =
             Helper::at(self.programs.helper.as_deref()).map_err(|e| format!("{name}: {e}"))?;
-        let (command, _root) = helper
-            .command(&confinement, &program.path, &request.args)
+        let (mut child, root) = helper
+            .start(&confinement, &program.path, &request.args)
             .map_err(|e| format!("{name}: {e}"))?;
-        let mut command = tokio::process::Command::from(command);
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("{name}: cannot start: {e}"))?;
-        let stdin = child.stdin.take();
+        let streams = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let mut child = Running(Some((child, root)));
+        let (Some(stdin), Some(stdout), Some(stderr)) = streams else {
+            return Err(format!("{name}: its helper has no pipes"));
+        };
+        let wrap = |e: std::io::Error| format!("{name}: cannot read or feed it: {e}");
+        let stdin = ChildStdin::from_std(stdin).map_err(wrap)?;
+        let (stdout, stderr) = (
+            ChildStdout::from_std(stdout).map_err(wrap)?,
+            ChildStderr::from_std(stderr).map_err(wrap)?,
+        );
         let input = request.stdin;
         let feed = async move {
-            if let Some(mut stdin) = stdin {
-                // A program that exits without reading its input is no error.
-                let _ = stdin.write_all(&input).await;
-            }
+            let mut stdin = stdin;
+            // A program that exits without reading its input is no error.
+            let _ = stdin.write_all(&input).await;
         };
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        let run = async move {
+        let run = async {
             let (_, out, err) = tokio::join!(feed, read_capped(stdout), read_capped(stderr));
             (out, err, child.wait().await)
         };
         // Past its time the run is dropped, and the child with it (killed).
         let limit = Duration::from_millis(request.timeout_ms);
-        let Ok(((stdout, cut_out), (stderr, cut_err), status)) =
-            tokio::time::timeout(limit, run).await
-        else {
+        let finished = tokio::time::timeout(limit, run).await;
+        // The next program's helper starts now, off this call's path.
+        tokio::task::spawn_blocking(|| helper.refill());
+        let Ok(((stdout, cut_out), (stderr, cut_err), status)) = finished else {
             return Ok(RunOutput {
                 stdout: Vec::new(),
                 stderr: format!(
@@ -129,13 +132,69 @@ impl HostState {
     }
 }
 
+/// A started helper and its program's directory (removed once the helper
+/// is reaped): killed when dropped before it was waited for (a run past
+/// its time, or cancelled), and reaped then on a thread of its own.
+struct Running(Option<(Child, CallDir)>);
+
+impl Running {
+    /// Its status once it has exited.
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let Some(pid) = self.0.as_ref().map(|(child, _)| child.id()) else {
+            return Err(std::io::Error::other("waited for twice"));
+        };
+        // Waited for on a blocking thread without being reaped, so that
+        // until it is reaped below its pid stays this process's to kill.
+        tokio::task::spawn_blocking(move || exited(pid))
+            .await
+            .map_err(std::io::Error::other)??;
+        let (mut child, _root) = self.0.take().ok_or(std::io::ErrorKind::NotFound)?;
+        child.wait()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some((mut child, root)) = self.0.take() {
+            let _ = child.kill();
+            std::thread::spawn(move || {
+                let _ = child.wait();
+                drop(root);
+            });
+        }
+    }
+}
+
+/// Blocks until the process `pid` has exited, leaving it unreaped.
+#[cfg(target_os = "linux")]
+fn exited(pid: u32) -> std::io::Result<()> {
+    use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| std::io::Error::other(format!("{pid} is not a process id")))?;
+    loop {
+        match waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            done => return done.map(drop).map_err(Into::into),
+        }
+    }
+}
+
+/// Native programs run only on Linux ([`Helper::start`] refuses them
+/// elsewhere).
+#[cfg(not(target_os = "linux"))]
+fn exited(_: u32) -> std::io::Result<()> {
+    Err(std::io::Error::other("native programs run only on Linux"))
+}
+
 /// Everything `stream` gives, keeping the first [`OUTPUT_BYTES`]; and
 /// whether more came.
-async fn read_capped(stream: Option<impl AsyncRead + Unpin>) -> (Vec<u8>, bool) {
+async fn read_capped(mut stream: impl AsyncRead + Unpin) -> (Vec<u8>, bool) {
     let (mut kept, mut cut) = (Vec::new(), false);
-    let Some(mut stream) = stream else {
-        return (kept, cut);
-    };
     let mut buffer = vec![0; 64 << 10];
     while let Ok(n) = stream.read(&mut buffer).await {
         if n == 0 {

@@ -13,6 +13,11 @@
 //!   restricts itself with Landlock and seccomp and executes the program
 //!   with a clean environment.
 //!
+//! A helper started ahead of its program (a spare, [`crate::Helper::start`])
+//! does what needs no plan first: the binary is loaded and, unless it must
+//! join a pids cgroup (named after the plan) before them, the namespaces
+//! are made; then it reads its plan from stdin ([`spare`]).
+//!
 //! A step that fails ends the helper with status 125 and a message that
 //! names it ([`crate::fail`]).
 
@@ -35,6 +40,60 @@ pub(crate) fn enter(plan: Plan) -> ! {
     let host = Host::watch();
     let pids = pids::enter(&plan);
     ignore_termination();
+    make_namespaces();
+    run(&plan, &host, pids)
+}
+
+/// Runs as a spare: joins the pids cgroup `group` (as root; bounded at
+/// the default processes until the plan says) and makes the namespaces,
+/// then waits for the plan on stdin (its length as eight little-endian
+/// bytes, then its JSON; what follows is the program's input). Never
+/// returns; a host that goes away before sending a plan ends it. The
+/// cgroup is not left at the end (moving out waits as joining does): the
+/// host removes it once the helper has exited.
+pub(crate) fn spare(group: &OsStr) -> ! {
+    let host = Host::watch();
+    ignore_termination();
+    let pids = pids::enter_named(group, crate::Limits::default().processes);
+    make_namespaces();
+    let Some(plan) = read_plan() else {
+        // The host let the spare go, or went.
+        pids::leave(pids);
+        std::process::exit(125)
+    };
+    if let Some(group) = &pids
+        && let Err(e) = pids::bound(group, plan.confinement.limits.processes)
+    {
+        fail(&format!("cannot bound the processes: {e}"));
+    }
+    run(&plan, &host, None)
+}
+
+/// The plan a spare is sent on stdin, read without reading past it;
+/// `None` when stdin ends first.
+fn read_plan() -> Option<Plan> {
+    use std::io::Read;
+    // SAFETY: descriptor 0 is open for the helper's life; ManuallyDrop
+    // keeps it so (the program inherits it).
+    let mut stdin = std::mem::ManuallyDrop::new(unsafe {
+        <fs::File as std::os::fd::FromRawFd>::from_raw_fd(0)
+    });
+    let mut length = [0; 8];
+    stdin.read_exact(&mut length).ok()?;
+    let length = usize::try_from(u64::from_le_bytes(length)).unwrap_or(usize::MAX);
+    if length > crate::PLAN_BYTES {
+        fail("the helper's plan is too long");
+    }
+    let mut text = vec![0; length];
+    if let Err(e) = stdin.read_exact(&mut text) {
+        fail(&format!("the helper's plan was cut short: {e}"));
+    }
+    Some(crate::parse_plan(&text))
+}
+
+/// New user, mount, pid and network namespaces, this process's uid and
+/// gid mapped to themselves.
+fn make_namespaces() {
     // SAFETY: getuid and getgid cannot fail and touch no memory of ours.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let namespaces =
@@ -57,6 +116,11 @@ pub(crate) fn enter(plan: Plan) -> ! {
             fail(&format!("cannot write {file}: {e}"));
         }
     }
+}
+
+/// In the namespaces: starts pid 1, which runs the program, and exits with
+/// its status.
+fn run(plan: &Plan, host: &Host, pids: Option<PathBuf>) -> ! {
     // Pid 1 holds the read end: it ends when the helper dies, which is how
     // pid 1 sees a death that came before its PR_SET_PDEATHSIG.
     let mut alive = [0; 2];
@@ -69,7 +133,7 @@ pub(crate) fn enter(plan: Plan) -> ! {
     }
     let init = fork();
     if init == 0 {
-        self::init(&plan, alive);
+        self::init(plan, alive);
     }
     let status = host.wait_for(init);
     pids::leave(pids);

@@ -7,7 +7,11 @@
 //! environment and its limits. [`Helper::command`] turns it into a
 //! [`std::process::Command`] that runs the program through a helper
 //! process: a fresh, single-threaded copy of the embedding binary (setting
-//! up namespaces after a fork inside a multithreaded host is unsafe). On
+//! up namespaces after a fork inside a multithreaded host is unsafe).
+//! [`Helper::start`] starts the program at once in a helper started ahead
+//! of it ([`Helper::refill`]), which has loaded the binary and made the
+//! namespaces already: what is left on the program's path is what depends
+//! on its grants. On
 //! Linux the helper ([`helper`]) gives the program user, mount, pid and
 //! network namespaces with a minimal root holding only the system's
 //! read-only runtime, the grants and a private `/tmp`; then Landlock, a
@@ -38,8 +42,9 @@ pub use proxy::{Policy, Proxy};
 
 use plan::Plan;
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
 /// The environment variable that carries a helper its [`Plan`] (as JSON):
@@ -47,6 +52,17 @@ use std::sync::{Mutex, OnceLock};
 /// environment variable rather than an argument: a program's arguments
 /// are readable by every user, its environment only by its own.
 const PLAN_VAR: &str = "AIRLOCK_SANDBOX_PLAN";
+
+/// [`PLAN_VAR`]'s value for a spare helper: its plan comes on stdin.
+const PLAN_ON_STDIN: &str = "stdin";
+
+/// The environment variable that names a spare's pids cgroup (joined by
+/// a root helper only, [`CallDir`] removes it).
+const GROUP_VAR: &str = "AIRLOCK_SANDBOX_GROUP";
+
+/// The longest plan a spare reads.
+#[cfg(target_os = "linux")]
+const PLAN_BYTES: usize = 16 << 20;
 
 /// What a helper prints on stdout when asked only to check that it can
 /// confine ([`Helper::check`]): a binary that does not print it is not a
@@ -70,17 +86,27 @@ pub fn serve_if_asked() {
     // SAFETY: called first in `main`, before any other thread exists, so
     // nothing reads the environment concurrently.
     unsafe { std::env::remove_var(PLAN_VAR) };
-    let plan: Plan = match serde_json::from_slice(plan.as_encoded_bytes()) {
-        Ok(plan) => plan,
-        Err(e) => fail(&format!("the helper's plan is not valid: {e}")),
-    };
     #[cfg(target_os = "linux")]
-    helper::enter(plan);
+    if plan == PLAN_ON_STDIN {
+        let group = std::env::var_os(GROUP_VAR).unwrap_or_default();
+        // SAFETY: as above.
+        unsafe { std::env::remove_var(GROUP_VAR) };
+        helper::spare(&group)
+    } else {
+        helper::enter(parse_plan(plan.as_encoded_bytes()))
+    }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = plan;
         fail(UNSUPPORTED)
     }
+}
+
+/// The plan in `text`, or the helper ends.
+#[cfg(target_os = "linux")]
+fn parse_plan(text: &[u8]) -> Plan {
+    serde_json::from_slice(text)
+        .unwrap_or_else(|e| fail(&format!("the helper's plan is not valid: {e}")))
 }
 
 /// Why a helper gives up before the program runs: the message on stderr
@@ -101,6 +127,8 @@ const UNSUPPORTED: &str = "native programs run only on Linux (Landlock, seccomp 
 pub struct Helper {
     exe: PathBuf,
     checked: OnceLock<Result<(), Refused>>,
+    /// A helper started ahead of the next program, waiting for its plan.
+    spare: Mutex<Option<Spare>>,
 }
 
 impl Helper {
@@ -109,6 +137,7 @@ impl Helper {
         Helper {
             exe: exe.into(),
             checked: OnceLock::new(),
+            spare: Mutex::new(None),
         }
     }
 
@@ -190,6 +219,16 @@ impl Helper {
         program: &Path,
         args: &[String],
     ) -> Result<(Command, CallDir), Refused> {
+        self.prepared(self.program_plan(confinement, program, args)?)
+    }
+
+    /// The plan for `program`, or why it is refused.
+    fn program_plan(
+        &self,
+        confinement: &Confinement,
+        program: &Path,
+        args: &[String],
+    ) -> Result<Plan, Refused> {
         self.check()?;
         let program = confinement.runnable(program)?;
         if let Some(socket) = &confinement.proxy
@@ -200,10 +239,104 @@ impl Helper {
                 socket.display()
             )));
         }
-        self.prepared(Plan::new(confinement, &program, args, false))
+        Ok(Plan::new(confinement, &program, args, false))
     }
 
-    fn prepared(&self, mut plan: Plan) -> Result<(Command, CallDir), Refused> {
+    /// Starts `program` as [`Helper::command`] would run it, with its
+    /// standard streams piped: in the helper started ahead of it by
+    /// [`Helper::refill`] when one waits (only what depends on the grants
+    /// is left to do), else in one started now. The program's input is
+    /// what the caller writes on the child's stdin. The returned
+    /// [`CallDir`] must live until the child has exited; kill the child
+    /// to stop the program and everything it started.
+    pub fn start(
+        &self,
+        confinement: &Confinement,
+        program: &Path,
+        args: &[String],
+    ) -> Result<(Child, CallDir), Refused> {
+        let (plan, mut dir) = self.plan(self.program_plan(confinement, program, args)?)?;
+        let mut framed = Vec::with_capacity(8 + plan.len());
+        framed.extend_from_slice(&(plan.len() as u64).to_le_bytes());
+        framed.extend_from_slice(plan.as_bytes());
+        let waiting = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // A spare that died meanwhile (its stdin is closed) is replaced
+        // by one started now.
+        for spare in [waiting, None] {
+            let Spare { mut child, group } = match spare {
+                Some(spare) => spare,
+                None => self.spawn_spare()?,
+            };
+            let sent = match child.stdin.as_mut() {
+                Some(stdin) => stdin.write_all(&framed),
+                None => Err(std::io::ErrorKind::BrokenPipe.into()),
+            };
+            match sent {
+                Ok(()) => {
+                    dir.group = Some(group);
+                    return Ok((child, dir));
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    forget_group(&group);
+                    if e.kind() != std::io::ErrorKind::BrokenPipe {
+                        return Err(Refused(format!("cannot hand the helper its plan: {e}")));
+                    }
+                }
+            }
+        }
+        Err(Refused(
+            "the helper exited before it was handed its plan".into(),
+        ))
+    }
+
+    /// Starts a helper to wait for the next [`Helper::start`], unless one
+    /// waits already: call it after a program, off the path of a call, so
+    /// that the next one does not wait for the binary to load and the
+    /// namespaces to be made. Does nothing where programs cannot be
+    /// confined.
+    pub fn refill(&self) {
+        let waiting = || self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if self.check().is_err() || waiting().is_some() {
+            return;
+        }
+        let Ok(spare) = self.spawn_spare() else {
+            return;
+        };
+        let extra = waiting().replace(spare);
+        if let Some(Spare { mut child, group }) = extra {
+            let _ = child.kill();
+            let _ = child.wait();
+            forget_group(&group);
+        }
+    }
+
+    fn spawn_spare(&self) -> Result<Spare, Refused> {
+        static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let group = format!("airlock-sandbox-{}-{n}", std::process::id());
+        let child = Command::new(&self.exe)
+            .env_clear()
+            .env(PLAN_VAR, PLAN_ON_STDIN)
+            .env(GROUP_VAR, &group)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Refused(format!("cannot start {}: {e}", self.exe.display())))?;
+        Ok(Spare { child, group })
+    }
+
+    fn prepared(&self, plan: Plan) -> Result<(Command, CallDir), Refused> {
+        let (plan, dir) = self.plan(plan)?;
+        let mut command = Command::new(&self.exe);
+        command.env_clear().env(PLAN_VAR, plan);
+        Ok((command, dir))
+    }
+
+    /// `plan` as JSON, its root a new [`CallDir`].
+    fn plan(&self, mut plan: Plan) -> Result<(String, CallDir), Refused> {
         let dir = tempfile::Builder::new()
             .prefix("airlock-sandbox-")
             .tempdir()
@@ -211,9 +344,7 @@ impl Helper {
         plan.root = dir.path().to_path_buf();
         let plan = serde_json::to_string(&plan)
             .map_err(|e| Refused(format!("cannot write the sandbox's plan: {e}")))?;
-        let mut command = Command::new(&self.exe);
-        command.env_clear().env(PLAN_VAR, plan);
-        Ok((command, CallDir(dir)))
+        Ok((plan, CallDir { dir, group: None }))
     }
 }
 
@@ -242,26 +373,48 @@ fn probed(command: &mut Command) -> std::io::Result<std::process::Output> {
     child.wait_with_output()
 }
 
+/// A helper started ahead of its program, and the name of the pids
+/// cgroup it joins (as root).
+#[derive(Debug)]
+struct Spare {
+    child: Child,
+    group: String,
+}
+
 /// The directory a confined program's root is mounted on (empty on the
 /// host's side), removed when dropped, with the pids cgroup named after
-/// it if a killed helper left it: keep it until the program exits.
+/// it if a killed helper left it, or the one its helper joined ahead of
+/// it: keep it until the helper has exited.
 #[derive(Debug)]
-pub struct CallDir(tempfile::TempDir);
+pub struct CallDir {
+    dir: tempfile::TempDir,
+    group: Option<String>,
+}
 
 impl CallDir {
     /// The directory: owned by this process's user, so a helper started
     /// as another (a service dropping to its own user) needs it handed
     /// over.
     pub fn path(&self) -> &Path {
-        self.0.path()
+        self.dir.path()
     }
 }
 
 impl Drop for CallDir {
     fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
-        if let Some(name) = self.0.path().file_name() {
-            helper::forget_pids(name);
+        if let Some(name) = self.dir.path().file_name() {
+            forget_group(name);
+        }
+        if let Some(group) = &self.group {
+            forget_group(group);
         }
     }
+}
+
+/// Removes the pids cgroup `name` if a helper left it.
+fn forget_group(name: impl AsRef<std::ffi::OsStr>) {
+    #[cfg(target_os = "linux")]
+    helper::forget_pids(name.as_ref());
+    #[cfg(not(target_os = "linux"))]
+    let _ = name;
 }

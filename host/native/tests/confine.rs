@@ -59,6 +59,18 @@ fn main() -> std::process::ExitCode {
             git_reads_and_commits,
         ),
         (
+            "a_program_started_ahead_runs_in_the_spare_with_its_input",
+            a_program_started_ahead_runs_in_the_spare_with_its_input,
+        ),
+        (
+            "a_spare_that_died_is_replaced",
+            a_spare_that_died_is_replaced,
+        ),
+        (
+            "a_spare_goes_when_its_host_is_killed_outright",
+            a_spare_goes_when_its_host_is_killed_outright,
+        ),
+        (
             "programs_that_could_be_replaced_are_refused",
             programs_that_could_be_replaced_are_refused,
         ),
@@ -456,7 +468,7 @@ fn a_program_goes_when_its_host_is_killed_outright() {
         .unwrap();
     // A stand-in for the host: a process that starts the helper, then is
     // killed outright.
-    let mut host = Command::new(PYTHON)
+    let host = Command::new(PYTHON)
         .args([
             "-c",
             "import subprocess as s, sys, time; s.Popen(sys.argv[1:], stdout=s.DEVNULL, stderr=s.DEVNULL); time.sleep(100)",
@@ -467,22 +479,27 @@ fn a_program_goes_when_its_host_is_killed_outright() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let alive = || running(&format!("sleep {marker}"));
+    goes_with_its_host(host, &format!("sleep {marker}"));
+}
+
+/// Once a process matching `pattern` runs, kills `host` outright and
+/// waits (5 s at most) for that process to be gone.
+fn goes_with_its_host(mut host: std::process::Child, pattern: &str) {
     let started = Instant::now();
-    while !alive() {
+    while !running(pattern) {
         assert!(
             started.elapsed() < Duration::from_secs(5),
-            "sleep never started"
+            "{pattern} never started"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
     host.kill().unwrap();
     let _ = host.wait();
     let killed = Instant::now();
-    while alive() {
+    while running(pattern) {
         assert!(
             killed.elapsed() < Duration::from_secs(5),
-            "the program outlived its host"
+            "{pattern} outlived its host"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -529,6 +546,133 @@ fn the_whole_tree_is_killed() {
         "setsid escaped the kill"
     );
     assert!(!alive(&format!("sleep {marker}.25")));
+}
+
+/// This process's children that are spare helpers, waiting for a plan.
+fn spares() -> Vec<u32> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The parent is the second field after the command's `)`.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        let waiting = environ
+            .split(|b| *b == 0)
+            .any(|var| var == b"AIRLOCK_SANDBOX_PLAN=stdin");
+        if parent == Some(me.as_str()) && waiting && running_pid(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Whether `pid` runs (is not a zombie).
+fn running_pid(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_string())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
+/// A program started with `Helper::start` runs in the helper `refill`
+/// started ahead of it (the same process), with what is written on its
+/// stdin after the plan as its input, and its grants.
+fn a_program_started_ahead_runs_in_the_spare_with_its_input() {
+    use std::io::Write;
+    let s = scratch();
+    let helper = helper();
+    helper.refill();
+    helper.refill();
+    let waiting = spares();
+    assert_eq!(waiting.len(), 1, "one spare waits, however often refilled");
+    let code = "import sys; open('out.txt', 'w').write(sys.stdin.read().upper()); print('done')";
+    let (mut child, _dir) = helper
+        .start(
+            &writable(&s.ws),
+            Path::new(PYTHON),
+            &["-c".into(), code.into()],
+        )
+        .unwrap();
+    assert_eq!(child.id(), waiting[0], "the program ran in the spare");
+    child.stdin.take().unwrap().write_all(b"hello").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n", "{out:?}");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("out.txt")).unwrap(),
+        "HELLO"
+    );
+    assert!(spares().is_empty(), "the spare was used up");
+    // Still confined: what lies outside the grants is not there.
+    let (mut child, _dir) = helper
+        .start(
+            &writable(&s.ws),
+            Path::new("/bin/cat"),
+            &[s.outside.join("secret.txt").display().to_string()],
+        )
+        .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No such file or directory"),
+        "{out:?}"
+    );
+}
+
+/// A spare that died before its program came is replaced by a helper
+/// started then.
+fn a_spare_that_died_is_replaced() {
+    let helper = helper();
+    helper.refill();
+    let waiting = spares();
+    assert_eq!(waiting.len(), 1);
+    Command::new("kill")
+        .args(["-KILL", &waiting[0].to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running_pid(waiting[0]) {
+        assert!(Instant::now() < deadline, "the spare was not killed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (child, _dir) = helper
+        .start(
+            &Confinement::new("/tmp"),
+            Path::new("/bin/echo"),
+            &["hi".into()],
+        )
+        .unwrap();
+    assert_ne!(child.id(), waiting[0]);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n", "{out:?}");
+}
+
+/// A spare whose host is killed outright, before any plan came, goes too
+/// (its stdin ends).
+fn a_spare_goes_when_its_host_is_killed_outright() {
+    let marker = format!("spare-{}", std::process::id());
+    let exe = std::env::current_exe().unwrap();
+    let host = Command::new(PYTHON)
+        .args([
+            "-c",
+            "import subprocess as s, sys, time; s.Popen(sys.argv[1:], stdin=s.PIPE, stdout=s.DEVNULL, stderr=s.DEVNULL, env={'AIRLOCK_SANDBOX_PLAN': 'stdin'}); time.sleep(100)",
+        ])
+        .arg(&exe)
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    goes_with_its_host(host, &marker);
 }
 
 fn git_reads_and_commits() {

@@ -11,31 +11,42 @@
 //! move came just before), longer than the rest of the confinement.
 
 use crate::plan::Plan;
+use std::ffi::OsStr;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Joins a new pids cgroup bounded at the plan's processes (plus the
-/// helper and pid 1); `None` when none can be made here.
+/// Joins a new pids cgroup named after the plan's root, bounded at the
+/// plan's processes; `None` when none can be made here.
 pub(super) fn enter(plan: &Plan) -> Option<PathBuf> {
+    enter_named(plan.root.file_name()?, plan.confinement.limits.processes)
+}
+
+/// Joins a new pids cgroup `name` bounded at `processes` (plus the helper
+/// and pid 1), when this process runs as the kernel's root; `None` when
+/// it does not or none can be made here.
+pub(super) fn enter_named(name: &OsStr, processes: u64) -> Option<PathBuf> {
     if !kernel_root() {
         return None;
     }
-    let name = plan.root.file_name()?;
-    let max = plan.confinement.limits.processes + 2;
     let pid = std::process::id().to_string();
     for parent in parents() {
         let group = parent.join(name);
         if fs::create_dir(&group).is_err() {
             continue;
         }
-        let joined = fs::write(group.join("pids.max"), max.to_string())
-            .and_then(|()| fs::write(group.join("cgroup.procs"), &pid));
+        let joined =
+            bound(&group, processes).and_then(|()| fs::write(group.join("cgroup.procs"), &pid));
         if joined.is_ok() {
             return Some(group);
         }
         let _ = fs::remove_dir(&group);
     }
     None
+}
+
+/// Bounds the cgroup `group` at `processes` (plus the helper and pid 1).
+pub(super) fn bound(group: &Path, processes: u64) -> std::io::Result<()> {
+    fs::write(group.join("pids.max"), (processes + 2).to_string())
 }
 
 /// Whether this process runs as the kernel's root, which `RLIMIT_NPROC`
