@@ -48,9 +48,7 @@ pub(crate) fn enter(plan: Plan) -> ! {
 /// the default processes until the plan says) and makes the namespaces,
 /// then waits for the plan on stdin (its length as eight little-endian
 /// bytes, then its JSON; what follows is the program's input). Never
-/// returns; a host that goes away before sending a plan ends it. The
-/// cgroup is not left at the end (moving out waits as joining does): the
-/// host removes it once the helper has exited.
+/// returns; a host that goes away before sending a plan ends it.
 pub(crate) fn spare(group: &OsStr) -> ! {
     let host = Host::watch();
     ignore_termination();
@@ -66,7 +64,7 @@ pub(crate) fn spare(group: &OsStr) -> ! {
     {
         fail(&format!("cannot bound the processes: {e}"));
     }
-    run(&plan, &host, None)
+    run(&plan, &host, pids)
 }
 
 /// The plan a spare is sent on stdin, read without reading past it;
@@ -119,8 +117,9 @@ fn make_namespaces() {
 }
 
 /// In the namespaces: starts pid 1, which runs the program, and exits with
-/// its status.
-fn run(plan: &Plan, host: &Host, pids: Option<PathBuf>) -> ! {
+/// its status. The pids cgroup is left to the host to remove (moving out
+/// would wait as joining does) unless the host has gone.
+fn run(plan: &Plan, host: &Host, pids: Option<pids::Group>) -> ! {
     // Pid 1 holds the read end: it ends when the helper dies, which is how
     // pid 1 sees a death that came before its PR_SET_PDEATHSIG.
     let mut alive = [0; 2];
@@ -136,7 +135,9 @@ fn run(plan: &Plan, host: &Host, pids: Option<PathBuf>) -> ! {
         self::init(plan, alive);
     }
     let status = host.wait_for(init);
-    pids::leave(pids);
+    if host.gone() {
+        pids::leave(pids);
+    }
     std::process::exit(status)
 }
 
@@ -158,6 +159,18 @@ impl Host {
             std::process::exit(137);
         }
         Host(fd)
+    }
+
+    /// Whether the host has exited (never known without pidfds).
+    fn gone(&self) -> bool {
+        let Some(fd) = self.0 else { return false };
+        let mut host = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, not waited on.
+        unsafe { libc::poll(&mut host, 1, 0) == 1 }
     }
 
     /// Waits for `child` (pid 1) as [`wait_for`] does, killing it (and so
@@ -195,12 +208,32 @@ fn pidfd(pid: libc::pid_t) -> Option<libc::c_int> {
     libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)
 }
 
-/// Removes the pids cgroup `name` if it is left (its helper was killed
-/// before it could); a cgroup still in use is not removed.
+/// Removes the pids cgroup `name` once its helper has exited (a helper
+/// leaves its cgroup only when its host has gone first). One whose
+/// processes are still being torn down (a helper killed a moment ago
+/// goes before its pid 1 and program) is tried again on a thread of its
+/// own, for a second at most.
 pub(crate) fn forget_pids(name: &OsStr) {
-    for parent in pids::parents() {
-        let _ = fs::remove_dir(parent.join(name));
+    let busy = |group: &PathBuf| {
+        fs::remove_dir(group).is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
+    };
+    let mut left: Vec<PathBuf> = pids::parents()
+        .into_iter()
+        .map(|parent| parent.join(name))
+        .filter(busy)
+        .collect();
+    if left.is_empty() {
+        return;
     }
+    std::thread::spawn(move || {
+        for _ in 0..100 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            left.retain(busy);
+            if left.is_empty() {
+                return;
+            }
+        }
+    });
 }
 
 /// The pid namespace's first process: builds the root, starts the program

@@ -71,6 +71,10 @@ fn main() -> std::process::ExitCode {
             a_spare_goes_when_its_host_is_killed_outright,
         ),
         (
+            "a_program_in_a_spare_goes_with_its_host_and_leaves_no_cgroup",
+            a_program_in_a_spare_goes_with_its_host_and_leaves_no_cgroup,
+        ),
+        (
             "programs_that_could_be_replaced_are_refused",
             programs_that_could_be_replaced_are_refused,
         ),
@@ -459,13 +463,7 @@ fn running(pattern: &str) -> bool {
 /// confined programs with it: the helper watches it.
 fn a_program_goes_when_its_host_is_killed_outright() {
     let marker = format!("{}.75", 1000 + std::process::id() % 1000);
-    let (command, _dir) = helper()
-        .command(
-            &Confinement::new("/tmp"),
-            Path::new("/bin/sleep"),
-            std::slice::from_ref(&marker),
-        )
-        .unwrap();
+    let (command, _dir) = confined_sleep(&marker);
     // A stand-in for the host: a process that starts the helper, then is
     // killed outright.
     let host = Command::new(PYTHON)
@@ -480,6 +478,17 @@ fn a_program_goes_when_its_host_is_killed_outright() {
         .spawn()
         .unwrap();
     goes_with_its_host(host, &format!("sleep {marker}"));
+}
+
+/// The helper's command for `sleep SECONDS`, confined to `/tmp`.
+fn confined_sleep(seconds: &str) -> (Command, airlock_native::CallDir) {
+    helper()
+        .command(
+            &Confinement::new("/tmp"),
+            Path::new("/bin/sleep"),
+            &[seconds.to_string()],
+        )
+        .unwrap()
 }
 
 /// Once a process matching `pattern` runs, kills `host` outright and
@@ -673,6 +682,70 @@ fn a_spare_goes_when_its_host_is_killed_outright() {
         .spawn()
         .unwrap();
     goes_with_its_host(host, &marker);
+}
+
+/// A spare running its program when its host is killed outright takes
+/// the program with it and (as root) leaves and removes the pids cgroup
+/// it joined, which the host would have removed.
+fn a_program_in_a_spare_goes_with_its_host_and_leaves_no_cgroup() {
+    let marker = format!("{}.625", 1000 + std::process::id() % 1000);
+    let group = format!("airlock-sandbox-test-{}", std::process::id());
+    let (command, _dir) = confined_sleep(&marker);
+    let plan = command
+        .get_envs()
+        .find(|(k, _)| *k == "AIRLOCK_SANDBOX_PLAN")
+        .and_then(|(_, v)| v)
+        .unwrap()
+        .to_owned();
+    // A stand-in for the host: starts a spare, hands it the plan as the
+    // host does, then is killed outright.
+    let host = Command::new(PYTHON)
+        .args([
+            "-c",
+            "import subprocess as s, sys, struct, time\n\
+             plan = sys.argv[1].encode()\n\
+             p = s.Popen(sys.argv[3:], stdin=s.PIPE, stdout=s.DEVNULL, stderr=s.DEVNULL, env={'AIRLOCK_SANDBOX_PLAN': 'stdin', 'AIRLOCK_SANDBOX_GROUP': sys.argv[2]})\n\
+             p.stdin.write(struct.pack('<Q', len(plan)) + plan); p.stdin.flush()\n\
+             time.sleep(100)",
+        ])
+        .arg(&plan)
+        .arg(&group)
+        .arg(std::env::current_exe().unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    goes_with_its_host(host, &format!("sleep {marker}"));
+    let killed = Instant::now();
+    while let Some(left) = cgroup(&group) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(2),
+            "{} outlived its host",
+            left.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pids cgroup `name` under this process's own, if there is one
+/// (cgroup v1's pids hierarchy, or v2's).
+fn cgroup(name: &str) -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    own.lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            let root = match controllers {
+                "" => "/sys/fs/cgroup",
+                c if c.split(',').any(|c| c == "pids") => "/sys/fs/cgroup/pids",
+                _ => return None,
+            };
+            Some(
+                Path::new(root)
+                    .join(path.trim_start_matches('/'))
+                    .join(name),
+            )
+        })
+        .find(|group| group.exists())
 }
 
 fn git_reads_and_commits() {

@@ -11,42 +11,88 @@
 //! move came just before), longer than the rest of the confinement.
 
 use crate::plan::Plan;
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+/// A pids cgroup the helper joined: its parent directory, opened before
+/// the namespaces (from a pivoted root it cannot be named), and its name.
+pub(super) struct Group {
+    parent: fs::File,
+    name: CString,
+}
 
 /// Joins a new pids cgroup named after the plan's root, bounded at the
 /// plan's processes; `None` when none can be made here.
-pub(super) fn enter(plan: &Plan) -> Option<PathBuf> {
+pub(super) fn enter(plan: &Plan) -> Option<Group> {
     enter_named(plan.root.file_name()?, plan.confinement.limits.processes)
 }
 
 /// Joins a new pids cgroup `name` bounded at `processes` (plus the helper
 /// and pid 1), when this process runs as the kernel's root; `None` when
 /// it does not or none can be made here.
-pub(super) fn enter_named(name: &OsStr, processes: u64) -> Option<PathBuf> {
+pub(super) fn enter_named(name: &OsStr, processes: u64) -> Option<Group> {
     if !kernel_root() {
         return None;
     }
+    let name = CString::new(name.as_bytes()).ok()?;
     let pid = std::process::id().to_string();
     for parent in parents() {
-        let group = parent.join(name);
-        if fs::create_dir(&group).is_err() {
+        let path = parent.join(OsStr::from_bytes(name.as_bytes()));
+        if fs::create_dir(&path).is_err() {
             continue;
         }
-        let joined =
-            bound(&group, processes).and_then(|()| fs::write(group.join("cgroup.procs"), &pid));
-        if joined.is_ok() {
+        let group = fs::File::open(&parent).map(|parent| Group {
+            parent,
+            name: name.clone(),
+        });
+        let joined = group.and_then(|group| {
+            bound(&group, processes)?;
+            group.write(c"cgroup.procs", &pid)?;
+            Ok(group)
+        });
+        if let Ok(group) = joined {
             return Some(group);
         }
-        let _ = fs::remove_dir(&group);
+        let _ = fs::remove_dir(&path);
     }
     None
 }
 
 /// Bounds the cgroup `group` at `processes` (plus the helper and pid 1).
-pub(super) fn bound(group: &Path, processes: u64) -> std::io::Result<()> {
-    fs::write(group.join("pids.max"), (processes + 2).to_string())
+pub(super) fn bound(group: &Group, processes: u64) -> std::io::Result<()> {
+    group.write(c"pids.max", &(processes + 2).to_string())
+}
+
+impl Group {
+    /// Writes `text` to the cgroup's file `file`.
+    fn write(&self, file: &std::ffi::CStr, text: &str) -> std::io::Result<()> {
+        let mut path = self.name.as_bytes().to_vec();
+        path.push(b'/');
+        path.extend_from_slice(file.to_bytes());
+        write_at(&self.parent, &CString::new(path)?, text)
+    }
+}
+
+/// Writes `text` to the file `path` under the directory `dir`.
+fn write_at(dir: &fs::File, path: &std::ffi::CStr, text: &str) -> std::io::Result<()> {
+    // SAFETY: a directory descriptor we hold and a NUL-terminated path.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let mut file = unsafe { fs::File::from_raw_fd(fd) };
+    file.write_all(text.as_bytes())
 }
 
 /// Whether this process runs as the kernel's root, which `RLIMIT_NPROC`
@@ -71,12 +117,21 @@ fn kernel_root() -> bool {
 
 /// Moves the helper back out and removes the cgroup, once the program
 /// and its namespace are gone.
-pub(super) fn leave(group: Option<PathBuf>) {
+pub(super) fn leave(group: Option<Group>) {
     let Some(group) = group else { return };
-    if let Some(parent) = group.parent() {
-        let _ = fs::write(parent.join("cgroup.procs"), std::process::id().to_string());
-    }
-    let _ = fs::remove_dir(&group);
+    let _ = write_at(
+        &group.parent,
+        c"cgroup.procs",
+        &std::process::id().to_string(),
+    );
+    // SAFETY: a directory descriptor we hold and a NUL-terminated name.
+    unsafe {
+        libc::unlinkat(
+            group.parent.as_raw_fd(),
+            group.name.as_ptr(),
+            libc::AT_REMOVEDIR,
+        )
+    };
 }
 
 /// Where a pids cgroup may be made: v1's hierarchy, v2's own cgroup.
