@@ -23,7 +23,8 @@ build-guests:
     # artifacts and build the same bytes.
     sysroot="$(rustc --print sysroot)"
     commit="$(rustc -vV | sed -n 's/^commit-hash: //p')"
-    CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s' \
+    CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s\x1f%s' \
+            "-Ctarget-feature=+simd128" \
             "--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
             "--remap-path-prefix=$sysroot/lib/rustlib/src/rust=/rustc/$commit")" \
         CARGO_INCREMENTAL=0 cargo build --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} "${packages[@]}"

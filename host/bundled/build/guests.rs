@@ -106,15 +106,20 @@ pub fn build_guests(workspace: &Path, crates: &[PathBuf]) -> Vec<Guest> {
     guests
 }
 
-/// The flags that keep the machine out of the components' bytes (`just
-/// build-guests` passes the same, in the same order):
+/// The guests' flags (`just build-guests` passes the same, in the same
+/// order). They replace `.cargo/config.toml`'s for the target, so they
+/// repeat its one:
+/// - wasm SIMD (`simd128`), which memchr and the regex engine's literal
+///   search use (without it, `grep` searched a byte at a time);
+///
+/// and keep the machine out of the components' bytes:
 /// - the cargo home, in the paths of dependencies' sources, becomes
 ///   `/cargo`;
 /// - the standard library's sources, which rustc names by their place in
 ///   the toolchain when the `rust-src` component is installed (and by
 ///   `/rustc/<commit>` when it is not), are `/rustc/<commit>` either way.
 fn reproducible_flags(rustc: &str) -> Vec<String> {
-    let mut flags = Vec::new();
+    let mut flags = vec!["-Ctarget-feature=+simd128".to_string()];
     if let Some(home) = cargo_home() {
         flags.push(format!("--remap-path-prefix={}=/cargo", home.display()));
     }
