@@ -31,6 +31,14 @@ pub fn test_cache_dir() -> PathBuf {
     std::env::temp_dir().join("airlock-test-artifacts")
 }
 
+/// The `XDG_CACHE_HOME` of the tests that run the `airlock` binary: one
+/// artifact cache they share (across runs too), so only the first compiles
+/// the bundled tools. A test of what a first start does names a cache of
+/// its own.
+pub fn cache_home() -> PathBuf {
+    std::env::temp_dir().join("airlock-test-cache-home")
+}
+
 /// The bundled tools, compiled once per test binary (on a runtime of its
 /// own, so no test's runtime owns it).
 pub fn base() -> &'static Airlock {

@@ -46,10 +46,7 @@ pub fn airlock(home: &Path, config: &Path, args: &[&str]) -> Command {
         .args(args)
         .env("HOME", home)
         .env("AIRLOCK_CONFIG", config)
-        .env(
-            "XDG_CACHE_HOME",
-            std::env::temp_dir().join("airlock-test-mcp-cache"),
-        )
+        .env("XDG_CACHE_HOME", airlock_tests::cache_home())
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
         .env_remove("XDG_STATE_HOME");

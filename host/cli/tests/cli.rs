@@ -33,13 +33,15 @@ mod audit;
 #[path = "parts/skills.rs"]
 mod skills;
 
-/// The `airlock` binary with `args`, HOME set to `home`, and none of the
-/// user's configuration in its environment.
+/// The `airlock` binary with `args`, HOME set to `home`, the artifact cache
+/// the tests share ([`airlock_tests::cache_home`]) and none of the user's
+/// configuration in its environment.
 fn command(home: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
     command
         .args(args)
         .env("HOME", home)
+        .env("XDG_CACHE_HOME", airlock_tests::cache_home())
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
         .env_remove("XDG_STATE_HOME")
@@ -326,6 +328,13 @@ fn call_runs_a_tool_and_exits_by_outcome() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "alpha\nbeta\n").unwrap();
     let dir = ws.path().to_str().unwrap();
+    // A first start (an artifact cache of its own), then the next.
+    let airlock = |home: &Path, args: &[&str]| {
+        command(home, args)
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .output()
+            .unwrap()
+    };
 
     let out = airlock(
         home.path(),
@@ -586,7 +595,7 @@ fn a_bad_configuration_exits_with_3() {
         text(&out.stderr)
     );
     // Named as ./airlock.toml, it is the one read: nothing to point out.
-    let out = airlock_command(home.path(), &["--config", "airlock.toml", "list"])
+    let out = command(home.path(), &["--config", "airlock.toml", "list"])
         .current_dir(home.path())
         .output()
         .unwrap();
@@ -596,7 +605,7 @@ fn a_bad_configuration_exits_with_3() {
         text(&out.stderr)
     );
     // A project's own airlock.toml is not read, and that is said.
-    let out = airlock_command(home.path(), &["list"])
+    let out = command(home.path(), &["list"])
         .current_dir(home.path())
         .output()
         .unwrap();
@@ -1079,12 +1088,7 @@ fn the_demo_runs_end_to_end() {
 
 fn airlock_with_stdin(home: &Path, args: &[&str], stdin: &str) -> Output {
     use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args(args)
-        .env("HOME", home)
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("XDG_DATA_HOME")
-        .env_remove("AIRLOCK_CONFIG")
+    let mut child = command(home, args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1362,7 +1366,7 @@ fn ctrl_c_cancels_the_call_reports_it_and_exits_130() {
     let long = r#"{"ms": 20000}"#;
     let line = format!(r#"{{"id": "a", "name": "sleep", "input": {long}}}"#);
     for args in [vec!["call", "sleep", long], vec!["run", "-"]] {
-        let mut child = airlock_command(home.path(), &args)
+        let mut child = command(home.path(), &args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -1406,19 +1410,6 @@ fn ctrl_c_cancels_the_call_reports_it_and_exits_130() {
             "{args:?}: the cancelled call is reported: {reported}"
         );
     }
-}
-
-/// `airlock ARGS` with the environment [`airlock`] gives it, to spawn.
-fn airlock_command(home: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
-    command
-        .args(args)
-        .env("HOME", home)
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("XDG_DATA_HOME")
-        .env_remove("AIRLOCK_CONFIG")
-        .env_remove("AIRLOCK_LOG");
-    command
 }
 
 /// The help names every command in a line each, with examples in the long
@@ -1534,7 +1525,7 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
         (&["demo"], true),
     ];
     for (args, succeeds) in commands {
-        let mut child = airlock_command(home.path(), args)
+        let mut child = command(home.path(), args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -1558,7 +1549,10 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
 #[test]
 fn verbose_logs_are_airlocks_not_the_compilers() {
     let home = tempfile::tempdir().unwrap();
-    let out = airlock(home.path(), &["-vv", "call", "sleep", r#"{"ms":0}"#]);
+    let out = command(home.path(), &["-vv", "call", "sleep", r#"{"ms":0}"#])
+        .env("XDG_CACHE_HOME", home.path().join(".cache"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let logged = text(&out.stderr);
     let lines = logged.lines().count();
@@ -1578,7 +1572,7 @@ fn logs_written_to_a_file_carry_no_colour_codes() {
     std::fs::write(&settings, r#"{"model": "opus"}"#).unwrap();
     let log = home.path().join("airlock.log");
     let args = ["-v", "--settings", settings.to_str().unwrap(), "list"];
-    let status = airlock_command(home.path(), &args)
+    let status = command(home.path(), &args)
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .status()

@@ -39,10 +39,7 @@ fn bundled(package: &str) -> &'static [u8] {
 fn isolated(mut command: Command, home: &Path) -> Command {
     command
         .env("HOME", home)
-        .env(
-            "XDG_CACHE_HOME",
-            std::env::temp_dir().join("airlock-test-mcp-cache"),
-        )
+        .env("XDG_CACHE_HOME", airlock_tests::cache_home())
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
         .env_remove("XDG_STATE_HOME")

@@ -8,13 +8,7 @@ use serde_json::Value;
 use std::path::Path;
 
 fn run(home: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = crate::command(home, args)
-        .env(
-            "XDG_CACHE_HOME",
-            std::env::temp_dir().join("airlock-test-mcp-cache"),
-        )
-        .output()
-        .unwrap();
+    let out = crate::command(home, args).output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -10,14 +10,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// `airlock ARGS` ([`crate::command`]) with `home`'s data under it, and the
-/// artifact cache the MCP tests share.
+/// `airlock ARGS` ([`crate::command`]) with `home`'s data under it.
 fn airlock(home: &Path, args: &[&str]) -> Command {
     let mut command = crate::command(home, args);
-    command.env("XDG_DATA_HOME", home.join("data")).env(
-        "XDG_CACHE_HOME",
-        std::env::temp_dir().join("airlock-test-mcp-cache"),
-    );
+    command.env("XDG_DATA_HOME", home.join("data"));
     command
 }
 
@@ -725,10 +721,7 @@ fn fastmcps_skills_client_reads_the_skills_with_their_digests() {
         .env("PYTHONNOUSERSITE", "1")
         .env("HOME", home.path())
         .env("XDG_DATA_HOME", home.path().join("data"))
-        .env(
-            "XDG_CACHE_HOME",
-            std::env::temp_dir().join("airlock-test-mcp-cache"),
-        )
+        .env("XDG_CACHE_HOME", airlock_tests::cache_home())
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("AIRLOCK_CONFIG")
         .output()
