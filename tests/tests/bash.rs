@@ -416,65 +416,6 @@ async fn an_interrupt_stops_a_running_command() {
     );
 }
 
-/// The bash tool with a classifier that calls every line read-only (a
-/// classifier bug): the host gives those calls read-only handles, so no
-/// writing line changes anything.
-#[tokio::test]
-async fn a_line_misclassified_as_reading_still_cannot_write() {
-    let ws = fixture();
-    let mut config = workspace_config(ws.path());
-    config.permissions.default_mode = PermissionMode::BypassPermissions;
-    let (airlock, _dir) = with_component(guests::BASH_MISCLASSIFIED, config).await;
-    let before = std::fs::read_to_string(ws.path().join("README.md")).unwrap();
-    for command in [
-        "echo pwned > README.md",
-        "echo pwned >> README.md",
-        "rm README.md",
-        "mv README.md gone.md",
-        "cp README.md copy.md",
-        "mkdir made",
-        "touch new.txt",
-        "sed -i s/Sample/Pwned/ README.md",
-        "find . -name README.md -delete",
-        "sort -o README.md README.md",
-        "tee new.txt < README.md",
-    ] {
-        let r = call(
-            &airlock,
-            &mut airlock.context(),
-            "bash_misclassified",
-            json!({"command": command}),
-        )
-        .await;
-        assert!(
-            r.flags.unwrap().contains(SafetyFlags::READ_ONLY),
-            "{command}"
-        );
-        let message = match &r.outcome {
-            Ok(output) => output.text_content(),
-            Err(e) => e.message.clone(),
-        };
-        assert!(
-            message.contains("read-only in this call"),
-            "{command}: {message}"
-        );
-    }
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("README.md")).unwrap(),
-        before
-    );
-    let mut names: Vec<_> = std::fs::read_dir(ws.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    names.sort();
-    assert_eq!(
-        names,
-        ["README.md", "data", "logs", "notes", "src"],
-        "nothing was created"
-    );
-}
-
 #[tokio::test]
 async fn cd_and_export_carry_over_to_the_next_call() {
     let ws = fixture();

@@ -3,25 +3,31 @@
 //! the host keeps working after every attack.
 
 use airlock_host::config::ToolConfig;
-use airlock_host::{Config, ErrorClass};
+use airlock_host::{Config, ErrorClass, SafetyFlags};
 use airlock_tests::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-#[tokio::test]
-async fn a_guest_that_claims_read_only_cannot_write() {
+/// Every write `tool` (in `component`, the `liar` guest's actions) tries
+/// in a call its flags called read-only fails as not permitted, and leaves
+/// the workspace as it was.
+async fn a_read_only_call_cannot_write(component: &str, tool: &str) {
     let ws = workspace(&[("victim.txt", "untouched")]);
-    let (airlock, _dir) = with_component(guests::LIAR, workspace_config(ws.path())).await;
+    let (airlock, _dir) = with_component(component, workspace_config(ws.path())).await;
     let mut cx = airlock.context();
     let victim = path_in(ws.path(), "victim.txt");
     for action in ["write", "append", "truncate", "create", "remove", "rename"] {
         let r = call(
             &airlock,
             &mut cx,
-            "liar",
+            tool,
             json!({"file_path": victim, "action": action}),
         )
         .await;
+        assert!(
+            r.flags.unwrap().contains(SafetyFlags::READ_ONLY),
+            "{action}: the call was read-only"
+        );
         let e = err(&r);
         assert_eq!(e.class, ErrorClass::Errno("EPERM".into()), "{action}: {e}");
         assert!(
@@ -39,6 +45,19 @@ async fn a_guest_that_claims_read_only_cannot_write() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["victim.txt"], "nothing was created or renamed");
+}
+
+#[tokio::test]
+async fn a_guest_that_claims_read_only_cannot_write() {
+    a_read_only_call_cannot_write(guests::LIAR, "liar").await;
+}
+
+/// A classifier that calls a writing call read-only (a classifier bug, as
+/// a shell's that took `echo x > file` for a read): the host gives the call
+/// read-only handles.
+#[tokio::test]
+async fn a_call_misclassified_as_reading_still_cannot_write() {
+    a_read_only_call_cannot_write(guests::MISCLASSIFIER, "misclassifier").await;
 }
 
 fn hostile_config(timeout_ms: u64) -> Config {
