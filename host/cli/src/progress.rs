@@ -40,24 +40,47 @@ impl<S: Subscriber> Layer<S> for CompileBars {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         match CompileEvent::parse(&message.0) {
             Some(CompileEvent::Started { what, kib }) => {
-                let bar = self.bars.add(ProgressBar::new_spinner());
-                if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
-                    bar.set_style(style);
-                }
-                bar.set_message(format!("compiling {what} for this machine ({kib} KiB)"));
-                bar.enable_steady_tick(Duration::from_millis(100));
-                live.insert(what.to_string(), bar);
+                let message = format!("compiling {what} for this machine ({kib} KiB)");
+                self.spin(&mut live, what, message);
             }
+            Some(CompileEvent::Waiting { what }) => {
+                let message = format!("waiting for another Airlock compiling {what}");
+                self.spin(&mut live, what, message);
+            }
+            // The spinner goes, and a line is left above the others: once
+            // none spins, the cursor is on a line of its own.
             Some(CompileEvent::Finished { what, secs }) => {
-                // The spinner goes, and a line is left above the others:
-                // once none spins, the cursor is on a line of its own.
-                if let Some(bar) = live.remove(what) {
-                    bar.finish_and_clear();
-                }
-                let _ = self.bars.println(format!("  compiled {what} in {secs} s"));
+                self.done(&mut live, what, format!("  compiled {what} in {secs} s"));
+            }
+            Some(CompileEvent::Waited { what, secs }) => {
+                let line = format!("  {what} compiled by another Airlock (waited {secs} s)");
+                self.done(&mut live, what, line);
             }
             None => {}
         }
+    }
+}
+
+impl CompileBars {
+    /// A spinner saying `message` for `what`, in place of any it had.
+    fn spin(&self, live: &mut HashMap<String, ProgressBar>, what: &str, message: String) {
+        let bar = self.bars.add(ProgressBar::new_spinner());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+            bar.set_style(style);
+        }
+        bar.set_message(message);
+        bar.enable_steady_tick(Duration::from_millis(100));
+        if let Some(old) = live.insert(what.to_string(), bar) {
+            old.finish_and_clear();
+        }
+    }
+
+    /// `what`'s spinner replaced by `line`.
+    fn done(&self, live: &mut HashMap<String, ProgressBar>, what: &str, line: String) {
+        if let Some(bar) = live.remove(what) {
+            bar.finish_and_clear();
+        }
+        let _ = self.bars.println(line);
     }
 }
 

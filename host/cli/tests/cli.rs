@@ -448,6 +448,50 @@ fn call_runs_a_tool_and_exits_by_outcome() {
     );
 }
 
+/// Airlocks started at once over one empty cache (replicas, several MCP
+/// clients) compile each component once: the others wait for it and say so.
+#[test]
+fn airlocks_started_at_once_compile_a_tool_once() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let read = ["--workspace", ws.path().to_str().unwrap(), "call", "read"];
+    let started: Vec<_> = (0..3)
+        .map(|_| {
+            command(home.path(), &read)
+                .arg(r#"{"file_path":"a.txt"}"#)
+                .env("XDG_CACHE_HOME", home.path().join(".cache"))
+                .stderr(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut said = String::new();
+    for child in started {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "     1\talpha\n");
+        said += &text(&out.stderr);
+    }
+    // Each compiled by one of them (a start compiles every tool, the one
+    // called first), and the others said they waited.
+    let mut compiles = std::collections::BTreeMap::<&str, usize>::new();
+    for line in said.lines() {
+        let compiled = line.split_once("compiling bundled (").map(|(_, rest)| rest);
+        if let Some((tool, _)) = compiled.and_then(|rest| rest.split_once(") for this machine")) {
+            *compiles.entry(tool).or_default() += 1;
+        }
+    }
+    assert!(compiles.contains_key("airlock-tool-read"), "{said}");
+    assert!(compiles.values().all(|&n| n == 1), "{compiles:?}\n{said}");
+    assert!(
+        said.contains("waiting for another Airlock compiling bundled (")
+            && said.contains("), compiled by another Airlock (waited "),
+        "{said}"
+    );
+}
+
 /// `airlock doctor` gives a line per finding, `ok` or `--` with what to do;
 /// the cache line follows what a start compiled.
 #[test]

@@ -110,6 +110,23 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// Opens (creating it, private to the user) a file the host only locks:
+/// a regular file, not a link, never blocking on the open.
+pub fn open_lock(path: &Path) -> std::io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    Ok(file)
+}
+
 /// The most a configuration or settings file may hold.
 pub const CONFIG_BYTES: u64 = 4 << 20;
 

@@ -35,6 +35,7 @@ use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use wasmtime::component::Component;
 
 /// Bumped when the sidecar's shape changes.
@@ -70,7 +71,7 @@ struct FailureRecord {
 
 /// How long a load failure is remembered: a failure that came of a busy
 /// machine (a `describe` that ran out of time) is tried again a day later.
-const REMEMBER_FAILURE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+const REMEMBER_FAILURE: Duration = Duration::from_secs(24 * 3600);
 
 fn now_secs() -> u64 {
     std::time::SystemTime::now()
@@ -87,6 +88,16 @@ pub(crate) struct ArtifactCache {
     precompiled: Option<Shelf>,
     engine_key: String,
 }
+
+/// A claim on compiling one entry ([`ArtifactCache::claim`]): an exclusive
+/// lock on its `.lock` file, released when the claim is dropped.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    _lock: std::fs::File,
+}
+
+/// How often a load waiting on another's claim looks again.
+const CLAIM_POLL: Duration = Duration::from_millis(25);
 
 /// One directory of entries and the key their MACs are made with.
 #[derive(Debug)]
@@ -179,6 +190,45 @@ impl ArtifactCache {
     pub(crate) fn component(&self, key: &str, engine: &wasmtime::Engine) -> Option<Component> {
         self.shelves()
             .find_map(|shelf| shelf.component(key, engine))
+    }
+
+    /// Claims the compile of `key` in the cache's own directory: while one
+    /// load (in this host or another sharing the directory) holds the
+    /// claim, another that missed the same entry waits here, up to `wait`,
+    /// and then finds the entry stored rather than compiling it too.
+    /// `None` when there is no directory to claim in, the claim cannot be
+    /// made, or the wait ran out (the caller compiles anyway: a claim only
+    /// saves work). Released when dropped.
+    /// `waiting` is called once, when the claim is first found held.
+    pub(crate) fn claim(&self, key: &str, wait: Duration, waiting: impl FnOnce()) -> Option<Claim> {
+        let own = self.own.as_ref()?;
+        let file = host_files::open_lock(&own.dir.join(format!("{key}.lock")))
+            .inspect_err(|e| tracing::debug!(key, "no compile claim: {e}"))
+            .ok()?;
+        let deadline = Instant::now() + wait;
+        let mut waiting = Some(waiting);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Some(Claim { _lock: file }),
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    if let Some(waiting) = waiting.take() {
+                        waiting();
+                    }
+                    std::thread::sleep(CLAIM_POLL);
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    tracing::warn!(
+                        key,
+                        "another compile of this component is still running; compiling it here too"
+                    );
+                    return None;
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    tracing::debug!(key, "no compile claim: {e}");
+                    return None;
+                }
+            }
+        }
     }
 
     /// Stores a compiled component and what is known about it. Failures are
@@ -516,6 +566,44 @@ mod tests {
         assert_ne!(cache.key(b"a"), cache.key(b"b"));
         assert_eq!(cache.key(b"a"), cache.key(b"a"));
         assert!(cache.sidecar(&cache.key(b"a")).is_none());
+    }
+
+    #[test]
+    fn a_compile_claimed_by_one_load_is_waited_for_by_another() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let cache = ArtifactCache::open(Some(&tmp.path().join("c")), None, &engine).unwrap();
+        let key = cache.key(b"component");
+        let mut waited = false;
+        let first = cache.claim(&key, Duration::ZERO, || waited = true);
+        assert!(
+            first.is_some() && !waited,
+            "an unclaimed compile is claimed at once"
+        );
+
+        // Held: another claim waits, then gives up and says it waited.
+        let started = Instant::now();
+        let second = cache.claim(&key, Duration::from_millis(200), || waited = true);
+        assert!(second.is_none() && waited);
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        assert!(
+            cache
+                .claim(&cache.key(b"other"), Duration::ZERO, || ())
+                .is_some(),
+            "a claim is on one entry only"
+        );
+
+        // Released while another waits: that one gets it.
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| cache.claim(&key, Duration::from_secs(30), || ()));
+            std::thread::sleep(Duration::from_millis(100));
+            drop(first);
+            assert!(waiter.join().unwrap().is_some());
+        });
+
+        // A read-only cache has nothing to claim in.
+        let alone = ArtifactCache::open(None, Some(&tmp.path().join("c")), &engine).unwrap();
+        assert!(alone.claim(&key, Duration::ZERO, || ()).is_none());
     }
 
     #[test]

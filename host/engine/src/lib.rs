@@ -340,12 +340,19 @@ pub(crate) struct Loaded {
     pub(crate) key: Option<String>,
     /// Whether it came out of the cache (and so is stored there already).
     pub(crate) cached: bool,
+    /// This load's claim on compiling the entry: others that missed it
+    /// wait until it is stored ([`Engine::cache_component`]) or the load
+    /// is dropped.
+    pub(crate) claim: Option<cache::Claim>,
 }
 
 impl Engine {
     /// The compiled component of `bytes`: out of the artifact cache when
     /// it is there, else compiled on a blocking thread (and not yet
-    /// cached: the caller stores it once it has checked it). Either way its
+    /// cached: the caller stores it once it has checked it). A load that
+    /// finds another compiling the same component (in this host, or in
+    /// another sharing the cache) waits for that one's artifact rather than
+    /// compiling it a second time. Either way its
     /// imports are checked against the linker's allowlist. `key` is the
     /// bytes' cache key when the caller already has it; `what` names the
     /// component in the progress a compile logs ([`COMPILE_LOG`]).
@@ -356,24 +363,40 @@ impl Engine {
         what: String,
     ) -> Result<Loaded, LoadError> {
         let engine = self.clone();
-        let (component, key, cached) = tokio::task::spawn_blocking(move || {
+        let (component, key, cached, claim) = tokio::task::spawn_blocking(move || {
             let key = key.or_else(|| engine.cache().map(|c| c.key(&bytes)));
-            let hit = key
-                .as_deref()
-                .zip(engine.cache())
-                .and_then(|(key, cache)| cache.component(key, engine.wasmtime()));
-            if let Some(component) = hit {
-                return Ok((component, key, true));
+            let entry = key.as_deref().zip(engine.cache());
+            let hit = || entry.and_then(|(key, cache)| cache.component(key, engine.wasmtime()));
+            if let Some(component) = hit() {
+                return Ok((component, key, true, None));
+            }
+            let what = what.as_str();
+            let mut waited = None;
+            let wait = Duration::from_millis(engine.inner.limits.compile_timeout_ms);
+            let claim = entry.and_then(|(key, cache)| {
+                cache.claim(key, wait, || {
+                    waited = Some(std::time::Instant::now());
+                    tracing::info!(target: COMPILE_LOG, "{}", CompileEvent::Waiting { what });
+                })
+            });
+            if claim.is_some()
+                && let Some(component) = hit()
+            {
+                if let Some(since) = waited {
+                    let secs = format!("{:.1}", since.elapsed().as_secs_f64());
+                    let secs = secs.as_str();
+                    tracing::info!(target: COMPILE_LOG, "{}", CompileEvent::Waited { what, secs });
+                }
+                return Ok((component, key, true, None));
             }
             let started = std::time::Instant::now();
             let kib = bytes.len() >> 10;
-            let what = what.as_str();
             tracing::info!(target: COMPILE_LOG, "{}", CompileEvent::Started { what, kib });
             let compiled = engine.compile(&bytes)?;
             let secs = format!("{:.1}", started.elapsed().as_secs_f64());
             let secs = secs.as_str();
             tracing::info!(target: COMPILE_LOG, "{}", CompileEvent::Finished { what, secs });
-            Ok((compiled, key, false))
+            Ok((compiled, key, false, claim))
         })
         .await
         .map_err(|e| LoadError::Host(format!("the compiler thread failed: {e}")))??;
@@ -383,15 +406,22 @@ impl Engine {
             imports,
             key,
             cached,
+            claim,
         })
     }
 
     /// Stores a freshly compiled component in the artifact cache, with the
     /// tool's descriptor (`None` for a hook), on a blocking thread.
-    pub(crate) async fn cache_component(&self, loaded: &Loaded, descriptor: Option<&Descriptor>) {
+    /// Others waiting on this load's claim go on once it is stored.
+    pub(crate) async fn cache_component(
+        &self,
+        loaded: &mut Loaded,
+        descriptor: Option<&Descriptor>,
+    ) {
         let (Some(key), false) = (&loaded.key, loaded.cached) else {
             return;
         };
+        let claim = loaded.claim.take();
         let engine = self.clone();
         let (key, component, imports) = (
             key.clone(),
@@ -403,6 +433,7 @@ impl Engine {
             if let Some(cache) = engine.cache() {
                 cache.store(&key, &component, descriptor.as_ref(), &imports);
             }
+            drop(claim);
         })
         .await;
         if let Err(e) = stored {
@@ -428,6 +459,9 @@ pub const COMPILE_LOG: &str = "airlock::compile";
 /// let finished = CompileEvent::Finished { what: "/srv/in in/t.wasm", secs: "0.3" };
 /// assert_eq!(CompileEvent::parse(&finished.to_string()), Some(finished));
 /// assert_eq!(CompileEvent::parse("compiled nothing"), None);
+/// // Another Airlock sharing the cache was compiling it: this one waited.
+/// let waited = CompileEvent::Waited { what: "bundled (bash)", secs: "4.0" };
+/// assert_eq!(CompileEvent::parse(&waited.to_string()), Some(waited));
 /// ```
 #[derive(Debug, PartialEq, Eq)]
 pub enum CompileEvent<'a> {
@@ -445,7 +479,27 @@ pub enum CompileEvent<'a> {
         /// How long it took.
         secs: &'a str,
     },
+    /// Another load sharing the artifact cache (an Airlock started at the
+    /// same time, say) is compiling `what`: this one waits for it.
+    Waiting {
+        /// The component, as its origin names it.
+        what: &'a str,
+    },
+    /// `what` was compiled by the load waited for, in `secs` seconds of
+    /// waiting.
+    Waited {
+        /// The component, as its origin names it.
+        what: &'a str,
+        /// How long this load waited.
+        secs: &'a str,
+    },
 }
+
+/// What a [`CompileEvent::Waiting`] message starts with.
+const WAITING: &str = "waiting for another Airlock compiling ";
+/// What a [`CompileEvent::Waited`] message has between the component and
+/// the time.
+const WAITED: &str = ", compiled by another Airlock (waited ";
 
 impl CompileEvent<'_> {
     /// The event a [`COMPILE_LOG`] message says, if it is one.
@@ -454,6 +508,13 @@ impl CompileEvent<'_> {
             let (what, rest) = rest.rsplit_once(" for this machine (")?;
             let kib = rest.split_once(" KiB")?.0.parse().ok()?;
             return Some(CompileEvent::Started { what, kib });
+        }
+        if let Some(what) = message.strip_prefix(WAITING) {
+            return Some(CompileEvent::Waiting { what });
+        }
+        if let Some((what, secs)) = message.rsplit_once(WAITED) {
+            let secs = secs.strip_suffix(" s)")?;
+            return Some(CompileEvent::Waited { what, secs });
         }
         let (what, secs) = message.strip_prefix("compiled ")?.rsplit_once(" in ")?;
         let secs = secs.strip_suffix(" s")?;
@@ -469,6 +530,8 @@ impl std::fmt::Display for CompileEvent<'_> {
                 "compiling {what} for this machine ({kib} KiB; once: then it is cached)"
             ),
             CompileEvent::Finished { what, secs } => write!(f, "compiled {what} in {secs} s"),
+            CompileEvent::Waiting { what } => write!(f, "{WAITING}{what}"),
+            CompileEvent::Waited { what, secs } => write!(f, "{what}{WAITED}{secs} s)"),
         }
     }
 }

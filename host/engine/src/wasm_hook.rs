@@ -40,7 +40,7 @@ impl WasmHook {
     /// Compiles and checks a hook component. A hook may not import
     /// `wasi:http`: it never gets a network grant.
     pub async fn load(engine: &Engine, bytes: impl Into<Bytes>) -> Result<WasmHook, LoadError> {
-        let loaded = engine
+        let mut loaded = engine
             .load_component(bytes.into(), None, "a hook component".into())
             .await?;
         if let Some((import, _)) = loaded
@@ -61,7 +61,7 @@ impl WasmHook {
         let pre = HookComponentPre::new(instance_pre).map_err(|e| {
             LoadError::Compile(format!("it does not export airlock:tool/hook: {e:#}"))
         })?;
-        engine.cache_component(&loaded, None).await;
+        engine.cache_component(&mut loaded, None).await;
         Ok(WasmHook {
             pre,
             engine: engine.clone(),

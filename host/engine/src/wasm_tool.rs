@@ -211,12 +211,12 @@ impl WasmTool {
         key: Option<String>,
         origin: ToolOrigin,
     ) -> Result<WasmTool, LoadError> {
-        let loaded = engine
+        let mut loaded = engine
             .load_component(bytes.clone(), key, origin.to_string())
             .await?;
         let pre = pre_instantiate(engine, &loaded.component)?;
         let descriptor = describe(engine, &pre.pre).await?;
-        engine.cache_component(&loaded, Some(&descriptor)).await;
+        engine.cache_component(&mut loaded, Some(&descriptor)).await;
         Ok(WasmTool {
             name: Arc::from(descriptor.name.as_str()),
             descriptor,
@@ -305,7 +305,7 @@ impl WasmTool {
 
     async fn load_now(&self) -> Ready {
         let engine = &self.engine;
-        let loaded = match engine
+        let mut loaded = match engine
             .load_component(
                 self.bytes.clone(),
                 self.cache_key.clone(),
@@ -322,7 +322,7 @@ impl WasmTool {
         };
         if !self.listed {
             engine
-                .cache_component(&loaded, Some(&self.descriptor))
+                .cache_component(&mut loaded, Some(&self.descriptor))
                 .await;
             return Ready::Pre(pre);
         }
@@ -330,7 +330,7 @@ impl WasmTool {
             Ok(descriptor) => descriptor,
             Err(error) => return self.failed(error).await,
         };
-        engine.cache_component(&loaded, Some(&descriptor)).await;
+        engine.cache_component(&mut loaded, Some(&descriptor)).await;
         if descriptor == self.descriptor && loaded.imports == self.imports {
             tracing::debug!(tool = %self.name, "compiled; it describes itself as listed");
             return Ready::Pre(pre);
