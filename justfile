@@ -60,7 +60,7 @@ demo:
 lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
-    cargo clippy --target wasm32-wasip2 --target-dir {{guest_target}} $(for m in guest-tools/*/Cargo.toml tests/guests/*/Cargo.toml; do echo --package $(sed -n 's/^name = "\(.*\)"$/\1/p' $m | head -n1); done) -- -D warnings
+    cargo clippy --profile guest --target wasm32-wasip2 --target-dir {{guest_target}} $(for m in guest-tools/*/Cargo.toml tests/guests/*/Cargo.toml; do echo --package $(sed -n 's/^name = "\(.*\)"$/\1/p' $m | head -n1); done) -- -D warnings
 
 # Run every benchmark and write BENCHMARKS.md (needs python3; installs hyperfine, ripgrep and rust-src when missing); AIRLOCK_PEER_WASSETTE and AIRLOCK_PEER_WASSETTE_PLUGINS add Wassette side by side, AIRLOCK_PEER_HYPER_MCP hyper-mcp (BENCHMARKS.md says how).
 bench:
